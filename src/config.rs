@@ -586,7 +586,8 @@ struct RawConfig<'a> {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(with = "Vec<hooks::RawHook>"))]
     hooks: Vec<Spanned<hooks::RawHook>>,
-    /// Reviewers a mode's `reviewBy` names (checked; not yet enforced in this version).
+    /// Reviewers a mode's `reviewBy` names (guide: hooks): a model or a command that sees a
+    /// mode's plans (and, with `reviewToolCalls`, its waiting tool calls) before a person.
     #[serde(default)]
     reviewers: Vec<hooks::RawReviewer>,
 }
@@ -678,19 +679,17 @@ struct RawMode<'a> {
         schemars(with = "Option<Vec<String>>", extend("uniqueItems" = true))
     )]
     subagents: Option<Spanned<Vec<Spanned<Cow<'a, str>>>>>,
-    /// The `[[reviewers]]` id this mode's plans go to first (checked; not yet enforced in this
-    /// version).
+    /// The `[[reviewers]]` id this mode's plans go to first.
     #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     review_by: Option<Spanned<String>>,
-    /// What the reviewer may do: `advise` (the default) or `decide` (checked; not yet
-    /// enforced).
+    /// What the reviewer may do: `advise` (the default: a person decides, seeing its verdict)
+    /// or `decide` (its approval or rejection stands).
     #[cfg_attr(
         feature = "schema",
         schemars(with = "Option<String>", extend("enum" = ["advise", "decide"]))
     )]
     reviewer_may: Option<Spanned<String>>,
-    /// Whether the reviewer also sees the mode's waiting tool calls (checked; not yet
-    /// enforced).
+    /// Whether the reviewer also sees the mode's waiting tool calls.
     #[cfg_attr(feature = "schema", schemars(with = "Option<bool>"))]
     review_tool_calls: Option<Spanned<bool>>,
     /// How many approvals by distinct people a plan or a waiting tool call of the mode needs
@@ -1535,7 +1534,8 @@ fn validate(
     let mode_ids: Vec<&str> = raw.modes.iter().map(|m| &**m.id.get_ref()).collect();
     let hooks = hooks::validate_hooks(raw.hooks, &mode_ids, source, errors);
     let mut review_warnings = Vec::new();
-    let reviewers = hooks::validate_reviewers(raw.reviewers, source, errors, &mut review_warnings);
+    let reviewer_configs = hooks::validate_reviewers(raw.reviewers, source, errors);
+    let reviewers: Vec<String> = reviewer_configs.iter().map(|r| r.id().to_owned()).collect();
     let (subagent_types, subagent_refs) =
         subagents::validate_subagents(raw.subagents, source, errors);
     let mut index: HashMap<Arc<str>, ModeId> = HashMap::default();
@@ -1814,7 +1814,7 @@ ConfigErrorKind::UnknownTool,
             review_tool_calls: mode.review_tool_calls,
             approvers: mode.approvers,
         };
-        let approvers =
+        let (approvers, review) =
             hooks::check_mode_review(review, id, &reviewers, source, errors, &mut review_warnings);
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
@@ -1847,6 +1847,7 @@ ConfigErrorKind::UnknownTool,
             plan_scope,
             subagents: mode_subagents,
             approvers,
+            review,
         });
     }
 
@@ -1883,7 +1884,8 @@ ConfigErrorKind::UnknownTool,
         .with_mcp_servers(mcp_servers)
         .with_subagents(subagent_types, subagent_refs)
         .with_rule_tests(rule_tests)
-        .with_hooks(hooks, review_warnings),
+        .with_hooks(hooks, review_warnings)
+        .with_reviewers(reviewer_configs),
     )
 }
 

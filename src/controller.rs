@@ -59,6 +59,7 @@ pub struct AgentControllerBuilder {
     model_id: Option<String>,
     subagent_limits: crate::subagent::SubagentLimits,
     hooks: Vec<Arc<dyn crate::hook::Hook>>,
+    reviewers: std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -301,6 +302,107 @@ impl AgentControllerBuilder {
     pub fn hook(mut self, hook: impl crate::hook::Hook) -> Self {
         self.hooks.push(Arc::new(hook));
         self
+    }
+
+    /// Registers `reviewer` under `id`: a mode whose `reviewBy` names `id` sends its plans
+    /// (and, with `reviewToolCalls`, its waiting tool calls) to it before a person is asked
+    /// ([`crate::review`]). It takes the place of the config's `[[reviewers]]` entry with the
+    /// same id (the config must still declare one, so `reviewBy` is checked).
+    ///
+    /// Without one, the config's entries are built: a `command` one as a command reviewer
+    /// (feature `command-hooks`), a `model` one as a model reviewer
+    /// ([`crate::model::reviewer::ModelReviewer`]) whose model the model chooser
+    /// ([`AgentControllerBuilder::model_chooser`]) builds at its first review.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::review::{ReviewError, ReviewRequest, ReviewVerdict, Reviewer};
+    /// use agent_controller::{AgentController, config, model::scripted::ScriptedModel};
+    ///
+    /// struct AlwaysAsk;
+    /// #[agent_controller::async_trait]
+    /// impl Reviewer for AlwaysAsk {
+    ///     async fn review(&self, _: &ReviewRequest) -> Result<ReviewVerdict, ReviewError> {
+    ///         Ok(ReviewVerdict::escalate("a person decides"))
+    ///     }
+    /// }
+    ///
+    /// let graph = config::parse(
+    ///     "[[modes]]\nid = \"build\"\nreviewBy = \"first\"\n[[reviewers]]\nid = \"first\"\nmodel = \"openai/gpt-4o\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .reviewer("first", AlwaysAsk)
+    ///     .build()?;
+    /// # let _ = controller;
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn reviewer(
+        mut self,
+        id: impl Into<String>,
+        reviewer: impl crate::review::Reviewer,
+    ) -> Self {
+        self.reviewers.insert(id.into(), Arc::new(reviewer));
+        self
+    }
+
+    /// The host's reviewers, then one for each `[[reviewers]]` entry the host registered none
+    /// for.
+    ///
+    /// # Errors
+    /// A `command` entry in a build without the feature `command-hooks`, or a `model` entry
+    /// without a model chooser: a reviewer that cannot run must not look as if it did.
+    fn config_reviewers(
+        &mut self,
+    ) -> Result<std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>, ConfigError>
+    {
+        use crate::review::ReviewerKind;
+        let mut reviewers = std::mem::take(&mut self.reviewers);
+        for config in self.graph.reviewers() {
+            if reviewers.contains_key(config.id()) {
+                continue;
+            }
+            let reviewer: Arc<dyn crate::review::Reviewer> = match config.kind() {
+                #[cfg(feature = "command-hooks")]
+                ReviewerKind::Command { command, timeout } => Arc::new(
+                    crate::review::command::CommandReviewer::new(command.clone(), *timeout),
+                ),
+                #[cfg(not(feature = "command-hooks"))]
+                ReviewerKind::Command { .. } => {
+                    return Err(ConfigError::without_position(
+                        crate::config::ConfigErrorKind::InvalidReviewer,
+                        format!(
+                            "reviewer `{}` is a command, but this build runs no commands: enable the feature `command-hooks`, or register the reviewer in code",
+                            config.id()
+                        ),
+                    ));
+                }
+                ReviewerKind::Model {
+                    model,
+                    instructions,
+                } => {
+                    // Built by the chooser at its first review: a model it cannot build then
+                    // makes each review escalate, saying why.
+                    let Some(chooser) = &self.model_chooser else {
+                        return Err(ConfigError::without_position(
+                            crate::config::ConfigErrorKind::InvalidReviewer,
+                            format!(
+                                "reviewer `{}` names model `{model}`, but the controller has no model chooser to build it with (`model_chooser`); or register the reviewer in code (`reviewer`)",
+                                config.id()
+                            ),
+                        ));
+                    };
+                    Arc::new(crate::model::reviewer::ModelReviewer::chosen(
+                        chooser.clone(),
+                        model.clone(),
+                        instructions.clone(),
+                    ))
+                }
+            };
+            reviewers.insert(config.id().to_owned(), reviewer);
+        }
+        Ok(reviewers)
     }
 
     /// The host's hooks, then one [`crate::hook::command::CommandHook`] for each `[[hooks]]`
@@ -570,6 +672,7 @@ impl AgentControllerBuilder {
     pub fn build(mut self) -> Result<AgentController, ConfigError> {
         // The config's `[[hooks]]` run after the host's own.
         let hooks = self.config_hooks()?;
+        let reviewers = self.config_reviewers()?;
         // `ask_user` is built in: added when a mode lists it, or when a planning mode has no
         // list (such a mode offers the tools that change nothing, and it changes nothing),
         // unless the host registered a tool of that name. Once added it is a tool like the
@@ -672,6 +775,14 @@ impl AgentControllerBuilder {
             .flat_map(|h| h.script_paths(&self.workspace))
             .collect();
         self.protected_paths.extend(hook_scripts);
+        // So is a command reviewer's: rewritten, it could approve anything.
+        let reviewer_scripts: Vec<PathBuf> = self
+            .graph
+            .reviewers()
+            .iter()
+            .flat_map(|r| r.script_paths(&self.workspace))
+            .collect();
+        self.protected_paths.extend(reviewer_scripts);
         let store_paths = self.store.iter().flat_map(|s| s.protected_paths());
         let protected_paths = self
             .protected_paths
@@ -706,6 +817,7 @@ impl AgentControllerBuilder {
                 depth: 0,
                 events: Some(tokio::sync::broadcast::channel(CONTROLLER_EVENTS).0),
                 hooks,
+                reviewers,
             }),
         })
     }
@@ -929,6 +1041,7 @@ impl AgentController {
             clock: system_clock(),
             protected_paths: Vec::new(),
             hooks: Vec::new(),
+            reviewers: std::collections::HashMap::new(),
             model_chooser: None,
             elsewhere: Vec::new(),
             model_id: None,

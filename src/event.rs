@@ -222,6 +222,11 @@ pub struct SuspendPayload {
     /// when it numbers none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<String>,
+    /// What the planning mode's reviewer (`reviewBy`, [`crate::review`]) said about the plan
+    /// before a person was asked: its verdict and reason, shown beside the plan; `None` when the
+    /// mode has no reviewer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Box<crate::review::ReviewRecord>>,
 }
 
 /// What `tool_suspended` carries for a tool call that waits for the user's approval (the
@@ -266,6 +271,11 @@ pub struct ToolCallPayload {
     /// ([`crate::subagent::SubagentOrigin`]); `None` for the session's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subagent: Option<Box<crate::subagent::SubagentOrigin>>,
+    /// What the mode's reviewer (`reviewBy` with `reviewToolCalls`, [`crate::review`]) said
+    /// about the call before a person was asked: its verdict and reason, shown beside the
+    /// call; `None` when no reviewer saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Box<crate::review::ReviewRecord>>,
 }
 
 impl ToolCallPayload {
@@ -947,6 +957,12 @@ pub struct DecidedRecord {
     /// decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer: Option<Box<serde_json::Value>>,
+    /// For a plan or a tool call a reviewer saw ([`crate::review`]): which reviewer, its
+    /// verdict and reason, the sha256 it was given; `decided` when its verdict is the decision
+    /// (`reviewerMay = "decide"`; `decidedBy` is then `reviewer ID`), else the advice the person
+    /// who decided saw. `None` when no reviewer saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Box<crate::review::ReviewRecord>>,
 }
 
 /// How a decision was taken, as its audit record tells it ([`DecidedRecord::how`]).
@@ -963,6 +979,8 @@ pub enum DecidedHow {
     Allowance,
     /// A hook decided ([`crate::hook`]; `hook`).
     Hook,
+    /// A reviewer decided ([`crate::review`]; `review`, with `decided`).
+    Reviewer,
     /// The deadline passed (`approvalTimeout`): expired.
     Timeout,
     /// Nobody decided: the wait was cancelled (an abort, a new message, a manual switch).
@@ -970,8 +988,8 @@ pub enum DecidedHow {
 }
 
 impl DecidedRecord {
-    /// How the decision was taken: by a hook, a rule (`allow` or `deny`: an `ask` rule only
-    /// made the call wait), an allowance, a deadline, a cancellation, or else a person.
+    /// How the decision was taken: by a hook, a reviewer, a rule (`allow` or `deny`: an `ask`
+    /// rule only made the call wait), an allowance, a deadline, a cancellation, or else a person.
     ///
     /// # Examples
     /// ```
@@ -988,6 +1006,8 @@ impl DecidedRecord {
     pub fn how(&self) -> DecidedHow {
         if self.hook.is_some() {
             DecidedHow::Hook
+        } else if self.review.as_ref().is_some_and(|r| r.decided) {
+            DecidedHow::Reviewer
         } else if self
             .rule
             .as_ref()
@@ -1006,11 +1026,17 @@ impl DecidedRecord {
         }
     }
 
-    /// Why, as the record keeps it: the hook's or the rule's reason, else the feedback given.
+    /// Why, as the record keeps it: the hook's, the deciding reviewer's or the rule's reason,
+    /// else the feedback given.
     pub fn why(&self) -> Option<&str> {
         self.hook
             .as_ref()
             .and_then(|h| h.reason.as_deref().or(h.error.as_deref()))
+            .or(self
+                .review
+                .as_ref()
+                .filter(|r| r.decided)
+                .and_then(|r| r.reason.as_deref()))
             .or(self.rule.as_ref().map(|r| r.reason.as_str()))
             .or(self.feedback.as_deref())
     }
@@ -1049,6 +1075,7 @@ impl DecidedRecord {
             via: None,
             approvals: Vec::new(),
             answer: None,
+            review: None,
         }
     }
 }

@@ -100,7 +100,7 @@
 //! |---|---|
 //! | *(none)* | the core: modes, sessions, runs, tools, [`MemoryStore`], [`FileStore`] |
 //! | `cli` (default) | the `agent-controller` binary (with `command-hooks`, `terminal`, `schema`, `testing`, `anthropic`, `acp`, `mcp`, `serve`, `import`) |
-//! | `command-hooks` | `hook::command::CommandHook`: a config's `[[hooks]]` run as commands |
+//! | `command-hooks` | `hook::command::CommandHook` and `review::command::CommandReviewer`: a config's `[[hooks]]` and command `[[reviewers]]` run as commands |
 //! | `diff` (default) | a unified diff of each plan revision against the previous one in the suspend payload |
 //! | `acp` | `acp`: an Agent Client Protocol agent (`agent-controller acp`), for editors such as Zed |
 //! | `serve` | `agent-controller serve`: an HTTP API to decide from anywhere, with `schema` for its OpenAPI document (axum) |
@@ -149,6 +149,7 @@ pub mod model;
 mod plan;
 pub mod plan_report;
 pub mod quorum;
+pub mod review;
 pub mod rules;
 pub mod run;
 mod run_state;

@@ -22,6 +22,7 @@
 //! - [`expiry`]: the deadline tick: when what waits expires and what the expiry answers,
 //!   applied by a live session (`src/session/expiry.rs`) and to a stored record
 //!   (`deadline::expire_record`) alike.
+//! - [`review`]: what a reviewer's verdict does to a plan or a tool call that waits (`reviewerMay`).
 //! - [`ruling`]: a rule outcome on a tool call ([`ruling::Ruling`]: run, ask, denied by a
 //!   mode's rule, or refused for its arguments), and the audit record a rule's outcome leaves.
 //! - [`scope`]: an approved plan's declared files, bound in the mode it handed over to (an
@@ -85,6 +86,7 @@ pub(crate) mod next;
 pub(crate) mod pending;
 pub(crate) mod quorum;
 pub(crate) mod rejection;
+pub(crate) mod review;
 #[cfg(test)]
 pub(crate) mod rig;
 pub(crate) mod ruling;

@@ -100,6 +100,8 @@ pub struct Mode {
     /// How many approvals by distinct identities its plans and waiting tool calls need
     /// (`approvers`, 1 to 16; [`crate::quorum`]).
     pub(crate) approvers: u8,
+    /// Its review (`reviewBy`, `reviewerMay`, `reviewToolCalls`; `None`: no reviewer).
+    pub(crate) review: Option<crate::review::ModeReview>,
 }
 
 impl Mode {
@@ -155,6 +157,13 @@ impl Mode {
     /// ```
     pub fn approvers(&self) -> u8 {
         self.approvers
+    }
+
+    /// Its review ([`crate::review`]): the reviewer its `reviewBy` names, what `reviewerMay`
+    /// lets it do, whether `reviewToolCalls` sends it the waiting tool calls; `None` without
+    /// `reviewBy`.
+    pub fn review(&self) -> Option<&crate::review::ModeReview> {
+        self.review.as_ref()
     }
 
     /// What the files a plan approved in this mode declares (its `## Files` section) do in the
@@ -992,6 +1001,8 @@ pub struct ModeGraph {
     rule_tests: Arc<[crate::explain::RuleTest]>,
     /// The `[[hooks]]`, in config order.
     hooks: Arc<[crate::hook::HookConfig]>,
+    /// The `[[reviewers]]`, in config order.
+    reviewers: Arc<[crate::review::ReviewerConfig]>,
     /// What the config asks for that this version checks but does not enforce yet
     /// (reviewers, quorum): warnings ([`crate::config::warnings_of`]).
     pub(crate) not_enforced: Arc<[crate::ConfigError]>,
@@ -1032,6 +1043,7 @@ impl ModeGraph {
             subagent_tool_refs: Arc::from([]),
             rule_tests: Arc::from([]),
             hooks: Arc::from([]),
+            reviewers: Arc::from([]),
             not_enforced: Arc::from([]),
         }
     }
@@ -1071,6 +1083,28 @@ impl ModeGraph {
         self.hooks = hooks.into();
         self.not_enforced = not_enforced.into();
         self
+    }
+
+    /// The same graph with `reviewers` as its `[[reviewers]]`.
+    pub(crate) fn with_reviewers(mut self, reviewers: Vec<crate::review::ReviewerConfig>) -> Self {
+        self.reviewers = reviewers.into();
+        self
+    }
+
+    /// The `[[reviewers]]` of the config, in order ([`crate::review`]).
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\nreviewBy = \"critic\"\n[[reviewers]]\nid = \"critic\"\nmodel = \"openai/gpt-4o\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// assert_eq!(graph.reviewers()[0].id(), "critic");
+    /// assert_eq!(graph.modes()[0].review().map(|r| r.reviewer()), Some("critic"));
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn reviewers(&self) -> &[crate::review::ReviewerConfig] {
+        &self.reviewers
     }
 
     /// The `[[hooks]]` of the config, in order ([`crate::hook`]): commands the controller

@@ -9,6 +9,7 @@ mod finish;
 pub mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
+pub mod reviewer;
 pub mod scripted;
 mod spec;
 #[cfg(any(feature = "openai", feature = "anthropic"))]

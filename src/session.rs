@@ -8,6 +8,7 @@ mod explain;
 mod handle;
 mod hooks;
 mod kind;
+mod reviewers;
 mod save;
 mod stop;
 mod subagent;
@@ -271,6 +272,9 @@ pub(crate) struct Shared {
     /// The hooks consulted before a tool call runs or waits and before a plan waits
     /// ([`crate::hook`]), in the order they were registered.
     pub(crate) hooks: Vec<Arc<dyn crate::hook::Hook>>,
+    /// The reviewers a mode's `reviewBy` names ([`crate::review`]), by id: the host's, then
+    /// the config's `[[reviewers]]` the host registered none for.
+    pub(crate) reviewers: std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>,
 }
 
 impl Shared {

@@ -460,6 +460,10 @@ pub struct PendingSummary {
     /// [`crate::event::ToolCallPayload::drift`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<String>,
+    /// For a plan or a tool call a reviewer saw: its verdict and reason
+    /// ([`crate::review::ReviewRecord`]), shown beside what waits; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<Box<crate::review::ReviewRecord>>,
     /// When the session was last saved (seconds since the Unix epoch).
     pub updated_at: u64,
 }
@@ -851,6 +855,7 @@ impl SessionRecord {
                     plan_scope: Default::default(),
                     steps: Vec::new(),
                     drift: p.suspend_payload.drift.clone(),
+                    review: p.suspend_payload.review.clone(),
                     updated_at: self.updated_at,
                 }),
         );
@@ -891,6 +896,7 @@ impl SessionRecord {
                         plan_scope: Default::default(),
                         steps: Vec::new(),
                         drift: None,
+                        review: None,
                         updated_at: self.updated_at,
                     }
                 }),
@@ -941,6 +947,7 @@ impl SessionRecord {
             plan_scope: p.suspend_payload.plan_scope,
             steps: p.suspend_payload.steps.clone(),
             drift: None,
+            review: p.suspend_payload.review.clone(),
             updated_at: self.updated_at,
         })
     }

@@ -239,13 +239,20 @@ impl Verdict {
 pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCallUpdate {
     let payload = plan.payload();
     let submission = &payload.submission;
+    let mut content = vec![ToolCallContent::Content(Content::new(as_code(
+        &crate::plan::revision_text(submission),
+    )))];
+    // What the mode's reviewer said (it advises, or it escalated): beside the plan.
+    if let Some(review) = &payload.review {
+        content.push(ToolCallContent::Content(Content::new(as_code(
+            &review.shown(),
+        ))));
+    }
     let fields = ToolCallUpdateFields::new()
         .kind(ToolKind::SwitchMode)
         .status(ToolCallStatus::Pending)
         .title(neutralize_line_within(&submission.title, usize::MAX).into_owned())
-        .content(vec![ToolCallContent::Content(Content::new(as_code(
-            &crate::plan::revision_text(submission),
-        )))])
+        .content(content)
         .raw_input(json!({ "path": submission.path }));
     ToolCallUpdate::new(tool_call_id, fields).meta(meta(json!({
         "decisionId": payload.decision_id,
@@ -287,6 +294,9 @@ pub(crate) fn waiting_tool_call(
     let mut shown = arguments_whole(call.args());
     for line in payload.where_paths_lead() {
         shown.push_str(&format!("\nwhere it acts: {line}"));
+    }
+    if let Some(review) = &payload.review {
+        shown.push_str(&format!("\n{}", review.shown()));
     }
     let mut fields = ToolCallUpdateFields::new()
         .kind(kind)

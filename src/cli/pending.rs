@@ -287,8 +287,9 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         let drift = p.drift.as_ref().map_or(String::new(), |why| {
             format!("\tdrift: {}", neutralize_line(why))
         });
+        let review = review_field(p);
         Ok(format!(
-            "{ids}\ttool call {}\t{}{}{leads}{drift}\targsSha256 {}{}{allowed}{deadline}",
+            "{ids}\ttool call {}\t{}{}{leads}{drift}{review}\targsSha256 {}{}{allowed}{deadline}",
             neutralize_line(p.tool_name.as_deref().unwrap_or_default()),
             args,
             subagent_field(p),
@@ -297,15 +298,24 @@ pub(crate) fn pending_line(p: &PendingSummary, json: bool) -> Result<String, Fai
         ))
     } else {
         Ok(format!(
-            "{ids} -> {}\t{}\t{}{}{}{deadline}{}",
+            "{ids} -> {}\t{}\t{}{}{}{deadline}{}{}",
             neutralize_line(&targets_text(&p.target_mode_id, &p.target_mode_ids)),
             neutralize_line(short_sha256(&p.sha256)),
             title_field(&p.title),
             scope_field(p),
             workspace_field(p),
             comments_field(p),
+            review_field(p),
         ))
     }
+}
+
+/// The field of what a reviewer said about a plan or a call (`reviewer critic: reject: no
+/// tests`), none when no reviewer saw it.
+pub(crate) fn review_field(p: &PendingSummary) -> String {
+    p.review
+        .as_ref()
+        .map_or(String::new(), |r| format!("\t{}", r.shown()))
 }
 
 /// The field of a subagent's call that waits in its parent's session: which subagent made it

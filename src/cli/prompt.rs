@@ -229,6 +229,10 @@ impl Prompt {
         if let Some(text) = comments_text(payload) {
             note!("{text}");
         }
+        // What the mode's reviewer said (it advises, or it escalated): beside the plan.
+        if let Some(review) = &payload.review {
+            note!("{}", review.shown());
+        }
         question
             .ask(&mut self.input, stderr, tokio::signal::ctrl_c())
             .await

@@ -1,10 +1,8 @@
 //! The `[[hooks]]` and `[[reviewers]]` tables of a config and the modes' `reviewBy`,
 //! `reviewerMay`, `reviewToolCalls` and `approvers`: their checks, at line and column.
 //!
-//! Hooks run ([`crate::hook`]); a mode's `approvers` is enforced ([`crate::quorum`]).
-//! Reviewers are read and checked but not yet enforced: each use is reported as a warning
-//! ([`ConfigErrorKind::NotEnforced`]), so a config that asks for them never looks as if it had
-//! them.
+//! Hooks ([`crate::hook`]) and reviewers ([`crate::review`]) run; a mode's `approvers` is
+//! enforced ([`crate::quorum`]).
 
 use std::collections::HashSet;
 use std::ops::Range;
@@ -15,6 +13,7 @@ use toml::Spanned;
 use super::{ConfigError, ConfigErrorKind, Source, did_you_mean, is_valid_id};
 use crate::deadline::ApprovalTimeout;
 use crate::hook::{DEFAULT_HOOK_TIMEOUT, HookConfig, HookOn, MAX_HOOK_TIMEOUT};
+use crate::review::{ModeReview, ReviewerConfig, ReviewerKind, ReviewerMay};
 
 /// One `[[hooks]]` entry as written.
 #[derive(Debug, Deserialize)]
@@ -45,7 +44,7 @@ pub(super) struct RawHook {
     timeout: Option<Spanned<String>>,
 }
 
-/// One `[[reviewers]]` entry as written (read and checked; not yet enforced).
+/// One `[[reviewers]]` entry as written.
 #[derive(Debug, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -65,6 +64,10 @@ pub(super) struct RawReviewer {
     model: Option<Spanned<String>>,
     /// What a model reviewer is told.
     instructions: Option<String>,
+    /// How long a command reviewer may take (`"30s"`, default 10s, at most 10m): past it, it
+    /// is stopped and counts as `escalate`.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<super::schema::Duration>"))]
+    timeout: Option<Spanned<String>>,
 }
 
 /// A mode's review keys as written.
@@ -211,21 +214,20 @@ fn on_of(
     }
 }
 
-/// The ids of the valid reviewers of `raw`, pushing an error for a bad or duplicate id, and for
-/// an entry with neither or both of `command` and `model`; and a warning for each reviewer
-/// (reviewers do not run yet).
+/// The valid reviewers of `raw`, pushing an error for a bad or duplicate id, for an entry with
+/// neither or both of `command` and `model`, and for a bad `timeout` (or one on a model).
 pub(super) fn validate_reviewers(
     raw: Vec<RawReviewer>,
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
-    warnings: &mut Vec<ConfigError>,
-) -> Vec<String> {
+) -> Vec<ReviewerConfig> {
     let err = |span: Range<usize>, message: String| {
         ConfigError::at(ConfigErrorKind::InvalidReviewer, source, span, message)
     };
-    let mut ids = Vec::new();
+    let mut reviewers = Vec::new();
     let mut seen = HashSet::new();
     for entry in raw {
+        let before = errors.len();
         let id = entry.id.get_ref().clone();
         if !is_valid_id(&id) {
             errors.push(err(
@@ -243,6 +245,30 @@ pub(super) fn validate_reviewers(
             ));
             continue;
         }
+        let timeout = match &entry.timeout {
+            None => DEFAULT_HOOK_TIMEOUT,
+            Some(text) if entry.command.is_none() => {
+                errors.push(err(
+                    text.span(),
+                    format!("reviewer `{id}` sets `timeout`, which only a `command` reviewer has"),
+                ));
+                DEFAULT_HOOK_TIMEOUT
+            }
+            Some(text) => match text.get_ref().parse::<ApprovalTimeout>() {
+                Ok(t) if t.duration() <= MAX_HOOK_TIMEOUT => t.duration(),
+                Ok(_) => {
+                    errors.push(err(
+                        text.span(),
+                        format!("reviewer `{id}` has timeout `{}`, longer than the most a reviewer may hold a run (10m)", text.get_ref()),
+                    ));
+                    DEFAULT_HOOK_TIMEOUT
+                }
+                Err(e) => {
+                    errors.push(err(text.span(), format!("reviewer `{id}` timeout: {e}")));
+                    DEFAULT_HOOK_TIMEOUT
+                }
+            },
+        };
         match (&entry.command, &entry.model) {
             (None, None) => errors.push(err(
                 entry.id.span(),
@@ -259,21 +285,28 @@ pub(super) fn validate_reviewers(
                 )),
             _ => {}
         }
-        let _ = &entry.instructions;
-        warnings.push(ConfigError::at(
-            ConfigErrorKind::NotEnforced,
-            source,
-            entry.id.span(),
-            format!("reviewer `{id}` is checked but does not run yet in this version: plans of the modes that name it in `reviewBy` go to a person, unreviewed"),
-        ));
-        ids.push(id);
+        if errors.len() > before {
+            continue;
+        }
+        let kind = match (entry.command, entry.model) {
+            (Some(command), _) => ReviewerKind::Command {
+                command: command.into_inner(),
+                timeout,
+            },
+            (None, Some(model)) => ReviewerKind::Model {
+                model: model.into_inner(),
+                instructions: entry.instructions.unwrap_or_default(),
+            },
+            (None, None) => continue,
+        };
+        reviewers.push(ReviewerConfig { id, kind });
     }
-    ids
+    reviewers
 }
 
 /// The checks of mode `mode_id`'s review keys: `reviewBy` names a reviewer, `reviewerMay` is
-/// `decide` or `advise`, `approvers` is from 1 to 16; a warning for each that asks for what does
-/// not run yet. Returns the mode's `approvers` (1 when absent or invalid).
+/// `decide` or `advise`, `approvers` is from 1 to 16. Returns the mode's `approvers` (1 when
+/// absent or invalid) and its review, when `reviewBy` names a reviewer of `reviewers` (the ids).
 pub(super) fn check_mode_review(
     review: RawModeReview,
     mode_id: &str,
@@ -281,7 +314,7 @@ pub(super) fn check_mode_review(
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
     warnings: &mut Vec<ConfigError>,
-) -> u8 {
+) -> (u8, Option<ModeReview>) {
     let mut quorum = 1;
     let not_enforced = |span: Range<usize>, message: String| {
         ConfigError::at(ConfigErrorKind::NotEnforced, source, span, message)
@@ -349,13 +382,22 @@ pub(super) fn check_mode_review(
             quorum = u8::try_from(n).unwrap_or(1);
         }
     }
-    if let Some(by) = &review.review_by {
-        warnings.push(not_enforced(
-            by.span(),
-            format!("mode `{mode_id}` sets reviewBy = \"{}\", which is checked but not yet enforced in this version: its plans go to a person, unreviewed", by.get_ref()),
-        ));
-    }
-    quorum
+    let Some(by) = review.review_by else {
+        return (quorum, None);
+    };
+    let may = match review.reviewer_may.as_ref().map(|m| m.get_ref().as_str()) {
+        Some("decide") => ReviewerMay::Decide,
+        _ => ReviewerMay::Advise,
+    };
+    let mode_review = reviewers
+        .iter()
+        .any(|r| r == by.get_ref())
+        .then(|| ModeReview {
+            reviewer: by.into_inner(),
+            may,
+            tool_calls: review.review_tool_calls.is_some_and(|f| *f.get_ref()),
+        });
+    (quorum, mode_review)
 }
 
 /// ` (did you mean `NAME`?)` for a close name, else nothing.

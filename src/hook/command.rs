@@ -59,32 +59,55 @@ impl Hook for CommandHook {
     async fn decide(&self, request: &HookRequest) -> Result<HookVerdict, HookError> {
         let input = serde_json::to_vec(request)
             .map_err(|e| HookError::new(format!("the request could not be written: {e}")))?;
-        let timeout = self.config.timeout;
-        match tokio::time::timeout(timeout, self.run(&request.workspace, input)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(HookError::new(format!(
-                "it did not answer within {}s and was stopped",
-                timeout.as_secs_f64()
-            ))),
-        }
+        let out = run_command(
+            &self.config.command,
+            self.config.timeout,
+            &request.workspace,
+            input,
+        )
+        .await?;
+        parse_answer(&out)
     }
 }
 
-impl CommandHook {
-    /// Runs the command in `workspace` with `input` on stdin, and reads its answer.
-    async fn run(
-        &self,
-        workspace: &std::path::Path,
-        input: Vec<u8>,
-    ) -> Result<HookVerdict, HookError> {
-        let (program, args) = self
-            .config
-            .command
+/// Runs `command` (a program and its arguments, never through a shell) in `workspace` with
+/// `input` on stdin, and returns its whole stdout: the runner of `[[hooks]]` and command
+/// `[[reviewers]]` alike. Bounded: killed past `timeout`, or past [`MAX_HOOK_OUTPUT`] bytes of
+/// output.
+///
+/// # Errors
+/// Why there is no answer to read, in words for the log: a script it names in the workspace
+/// is missing, it could not start, it timed out, printed too much, or exited non-zero (with
+/// the start of its stderr).
+pub(crate) async fn run_command(
+    command: &[String],
+    timeout: std::time::Duration,
+    workspace: &std::path::Path,
+    input: Vec<u8>,
+) -> Result<Vec<u8>, HookError> {
+    match tokio::time::timeout(timeout, run_unbounded(command, workspace, input)).await {
+        Ok(out) => out,
+        Err(_) => Err(HookError::new(format!(
+            "it did not answer within {}s and was stopped",
+            timeout.as_secs_f64()
+        ))),
+    }
+}
+
+/// [`run_command`] without its time bound (the caller's timeout drops this future, and the
+/// child with it).
+async fn run_unbounded(
+    command: &[String],
+    workspace: &std::path::Path,
+    input: Vec<u8>,
+) -> Result<Vec<u8>, HookError> {
+    {
+        let (program, args) = command
             .split_first()
             .ok_or_else(|| HookError::new("it has no command"))?;
         // A script the command names in the workspace that is not there: nothing to run (and
         // nothing started for it).
-        if let Some(missing) = self.config.command.iter().find(|part| {
+        if let Some(missing) = command.iter().find(|part| {
             !part.starts_with('-')
                 && part.contains('/')
                 && std::path::Path::new(part).is_relative()
@@ -157,7 +180,7 @@ impl CommandHook {
                 }
             )));
         }
-        parse_answer(&out)
+        Ok(out)
     }
 }
 

@@ -487,6 +487,7 @@ mod tests {
                 scope: None,
                 plan_scope: Default::default(),
                 steps: Vec::new(),
+                review: None,
             },
             stale: stale.map(str::to_owned),
         })
@@ -506,6 +507,7 @@ mod tests {
                 locations: Vec::new(),
                 drift: None,
                 subagent: None,
+                review: None,
             },
             decided,
         })

@@ -50,6 +50,7 @@ impl Change<'_> {
         decision: Decision,
         checked: Checked,
         lacking: &[String],
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<Next, SessionError> {
         let approvals = match self.count_approval(index, &decision)? {
             Counted::Apply(approvals) => approvals,
@@ -58,7 +59,7 @@ impl Change<'_> {
         match self.state.pending.get(index) {
             Some(PendingDecision::ToolCall(_) | PendingDecision::Suspension(_)) => {
                 let (run_id, approved) =
-                    self.decide_tool_call(index, decision, lacking, approvals)?;
+                    self.decide_tool_call(index, decision, lacking, approvals, reviewer)?;
                 Ok(match approved {
                     Some(Resumed {
                         calls,
@@ -77,7 +78,7 @@ impl Change<'_> {
                 })
             }
             Some(PendingDecision::Plan(_)) => {
-                let decided = self.decide_plan(index, decision, checked, approvals)?;
+                let decided = self.decide_plan(index, decision, checked, approvals, reviewer)?;
                 let run_id = decided.run_id;
                 Ok(match decided.limit {
                     Some(error) => Next::Ended {
@@ -104,6 +105,7 @@ impl Change<'_> {
         decision: Decision,
         checked: Checked,
         approvals: Vec<crate::quorum::Approval>,
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<PlanDecided, SessionError> {
         if decision.action == DecisionAction::Answered {
             return Err(SessionError::MalformedDecision(
@@ -255,6 +257,8 @@ impl Change<'_> {
         record.via = decision.via;
         record.approvals = approvals;
         record.steps = chosen.map(|c| c.approved).unwrap_or_default();
+        // The reviewer that decided, or the advice the person who decided saw.
+        record.review = reviewer.or_else(|| pending.payload.review.clone());
         let (record_id, record_by, record_at) = (
             record.decision_id.clone(),
             record.decided_by.clone(),
@@ -331,6 +335,7 @@ impl Change<'_> {
         decision: Decision,
         lacking: &[String],
         approvals: Vec<crate::quorum::Approval>,
+        reviewer: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<(Arc<str>, Option<Resumed>), SessionError> {
         let decided_at = self.now_rfc3339();
         if let Some(PendingDecision::Suspension(suspended)) = self.state.pending.get_mut(index) {
@@ -378,6 +383,7 @@ impl Change<'_> {
             decision.always_allow,
             decided_at.clone(),
         );
+        let shown_review = call.payload.review.clone();
         let tool_name = call.payload.tool_name.clone();
         let run_id = call.run_id.clone();
         // The allowance in force once this one is kept: the one given, or the same one kept
@@ -400,6 +406,8 @@ impl Change<'_> {
         record.feedback = decision.feedback().map(str::to_owned);
         record.via = decision.via;
         record.approvals = approvals;
+        // The reviewer that decided, or the advice the person who decided saw.
+        record.review = reviewer.or(shown_review);
         let approved = outcome == DecisionOutcome::Approved;
         if let Some(PendingDecision::ToolCall(call)) = self.state.pending.get_mut(index) {
             call.decided = Some(record);
@@ -700,6 +708,7 @@ mod tests {
                 plan: "1. Step.".to_owned(),
                 sha256: "s1".to_owned(),
             },
+            review: None,
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
     }
@@ -845,6 +854,7 @@ mod tests {
                     locations: Vec::new(),
                     drift: None,
                     subagent: None,
+                    review: None,
                 },
                 decided: None,
             },
@@ -1274,6 +1284,7 @@ mod tests {
                     plan: format!("{n}. Step."),
                     sha256: format!("s{n}"),
                 },
+                review: None,
             };
             match rig.handle(Input::Suspend(suspend)) {
                 Ok(Next::SuspendedOnPlan { payload, .. }) => payload,

@@ -513,6 +513,7 @@ mod tests {
             scope: None,
             plan_scope: Default::default(),
             steps: Vec::new(),
+            review: None,
             diff: None,
             terms: an_hour_until(deadline_at_ms),
         }
@@ -538,6 +539,7 @@ mod tests {
             locations: Vec::new(),
             drift: None,
             subagent: None,
+            review: None,
         }
     }
 

@@ -161,6 +161,16 @@ pub(crate) enum Input {
     },
     /// The run suspends: on a plan, or on the tool calls that wait for approval. Next: wait.
     Suspend(Suspend),
+    /// The reviewer's verdict shown on the pending decision `decision_id` (its payload's
+    /// `review`) is applied by the rule of [`super::review`]: under `reviewerMay = "decide"`
+    /// an approval (pinned to the sha256 the reviewer was given) or a rejection is taken as
+    /// the decision; anything else leaves it waiting for a person ([`Next::Nothing`]).
+    Review {
+        /// The pending decision the reviewer saw.
+        decision_id: String,
+        /// As for [`Input::Decide`].
+        lacking: Vec<String>,
+    },
     /// The host's decision on what waits at `index`, checked already
     /// ([`super::check::check`]). Next: wait for the other calls of the reply, the run ended, or
     /// it resumes: run the approved tools, then call the model.
@@ -223,6 +233,8 @@ pub(crate) enum Suspend {
         tool_call_id: String,
         /// The captured plan.
         submission: PlanSubmission,
+        /// What the mode's reviewer said about it ([`crate::review`]), shown beside it.
+        review: Option<Box<crate::review::ReviewRecord>>,
     },
     /// On the calls `asked` of the assistant message at `at`, which wait for approval.
     ToolCalls {
@@ -255,6 +267,9 @@ pub(crate) struct Asked {
     /// Why it waits as drift: it writes outside the approved plan's files
     /// ([`super::ruling::Ruling::Drift`]); `None` otherwise.
     pub(crate) drift: Option<String>,
+    /// What the mode's reviewer said about it (`reviewToolCalls`, [`crate::review`]), shown
+    /// beside it; `None` when no reviewer saw it.
+    pub(crate) review: Option<Box<crate::review::ReviewRecord>>,
 }
 
 impl Asked {
@@ -266,6 +281,7 @@ impl Asked {
             rule,
             locations: Vec::new(),
             drift: None,
+            review: None,
         }
     }
 }
@@ -346,7 +362,10 @@ impl Input {
     /// Whether the rules may refuse the input: then its change is computed on a copy even with
     /// nothing to save, so a refusal leaves the state untouched.
     pub(crate) fn may_refuse(&self) -> bool {
-        matches!(self, Input::Decide { .. } | Input::ChooseModel(_))
+        matches!(
+            self,
+            Input::Decide { .. } | Input::Review { .. } | Input::ChooseModel(_)
+        )
     }
 }
 
@@ -441,8 +460,10 @@ impl Change<'_> {
                 run_id,
                 tool_call_id,
                 submission,
+                review,
             }) => {
-                let payload = Box::new(self.suspend_plan(&run_id, &tool_call_id, submission));
+                let payload =
+                    Box::new(self.suspend_plan(&run_id, &tool_call_id, submission, review));
                 Next::SuspendedOnPlan {
                     run_id,
                     tool_call_id,
@@ -464,7 +485,11 @@ impl Change<'_> {
                 decision,
                 checked,
                 lacking,
-            } => self.decide(index, decision, checked, &lacking)?,
+            } => self.decide(index, decision, checked, &lacking, None)?,
+            Input::Review {
+                decision_id,
+                lacking,
+            } => self.review(&decision_id, &lacking)?,
             Input::CarryOn { lacking } => self.carry_on_answered(&lacking),
             Input::Abort(abort) => {
                 self.abort(abort);
@@ -533,6 +558,7 @@ mod tests {
             run_id: run.clone(),
             tool_call_id: "c1".to_owned(),
             submission: plan("A"),
+            review: None,
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.take_kinds();
@@ -800,6 +826,7 @@ mod tests {
             run_id: run.clone(),
             tool_call_id: "c1".to_owned(),
             submission: plan("A"),
+            review: None,
         };
         let Ok(Next::SuspendedOnPlan {
             run_id,
@@ -883,6 +910,7 @@ mod tests {
                 run_id: run.clone(),
                 tool_call_id: format!("p{revision}"),
                 submission: plan("AB"),
+                review: None,
             };
             let Ok(Next::SuspendedOnPlan { payload, .. }) = rig.handle(Input::Suspend(suspend))
             else {

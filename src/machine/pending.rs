@@ -1103,6 +1103,7 @@ mod tests {
                 plan: "1. Step.".to_owned(),
                 sha256: "ab12".to_owned(),
             },
+            review: None,
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         rig.state.pending[0].clone()

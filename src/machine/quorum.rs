@@ -95,6 +95,17 @@ impl Change<'_> {
     }
 }
 
+/// Whether what waits needs approvals by more than one identity (`approvers` above 1): then
+/// only people's approvals count, never a hook's allow or a reviewer's approval.
+pub(crate) fn under_quorum(pending: &PendingDecision) -> bool {
+    let terms = match pending {
+        PendingDecision::Plan(p) => &p.payload.terms,
+        PendingDecision::ToolCall(c) => &c.payload.terms,
+        PendingDecision::Suspension(_) => return false,
+    };
+    terms.approvers_needed.is_some_and(|n| n > 1)
+}
+
 /// The terms of a plan or a tool call waiting for approval, to record an approval on (`None`
 /// for a call its tool suspended: it is answered).
 fn terms_mut(pending: &mut PendingDecision) -> Option<&mut WaitTerms> {

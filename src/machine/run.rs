@@ -513,6 +513,7 @@ impl Change<'_> {
                 locations: asked.locations,
                 drift: asked.drift,
                 subagent: None,
+                review: asked.review,
             };
             self.state
                 .pending
@@ -691,6 +692,7 @@ impl Change<'_> {
         run_id: &Arc<str>,
         tool_call_id: &str,
         submission: PlanSubmission,
+        review: Option<Box<crate::review::ReviewRecord>>,
     ) -> SuspendPayload {
         // The hand-over targets are fixed now, at submit time.
         let graph = self.config.graph;
@@ -738,6 +740,7 @@ impl Change<'_> {
                 .collect(),
             decision_id: decision_id_for(self.state.decisions),
             comments,
+            review,
         };
         // Nothing else waits (a run suspends on one plan): the list's buffer is kept, or made
         // for this one decision (a first `push` would make room for four, and a session held
@@ -868,6 +871,7 @@ mod tests {
                 run_id: run.clone(),
                 tool_call_id: format!("p{n}"),
                 submission: plan(sha, &format!("{n}. Step.")),
+                review: None,
             };
             let Ok(Next::SuspendedOnPlan { payload, .. }) = rig.handle(Input::Suspend(suspend))
             else {
@@ -932,6 +936,7 @@ mod tests {
             run_id: run,
             tool_call_id: "p1".to_owned(),
             submission: plan("s1", "1."),
+            review: None,
         };
         rig.handle(Input::Suspend(suspend)).expect("suspends");
         assert_eq!(rig.state.pending.len(), 1);
@@ -952,6 +957,7 @@ mod tests {
                 run_id: run.clone(),
                 tool_call_id: "p1".to_owned(),
                 submission: plan("s1", "1."),
+                review: None,
             };
             rig.handle(Input::Suspend(suspend)).expect("suspends");
             rig.handle(Input::Abort(crate::machine::input::Abort::Pending(reason)))

@@ -931,8 +931,10 @@ impl Session {
                         .tool_call(at, next - 1)
                         .map(|call| self.locations_of(call))
                         .unwrap_or_default();
+                    let review = self.review_call(run_id, at, next - 1).await;
                     waiting.push(Asked {
                         locations,
+                        review,
                         ..Asked::at(next - 1, rule)
                     });
                     continue;
@@ -944,9 +946,11 @@ impl Session {
                         .tool_call(at, next - 1)
                         .map(|call| self.locations_of(call))
                         .unwrap_or_default();
+                    let review = self.review_call(run_id, at, next - 1).await;
                     waiting.push(Asked {
                         locations,
                         drift: Some(why),
+                        review,
                         ..Asked::at(next - 1, None)
                     });
                     continue;
@@ -985,7 +989,12 @@ impl Session {
                             plan: submission.plan.clone(),
                             sha256: submission.sha256.clone(),
                         };
-                        let hook = self.consult_hooks(run_id, subject).await;
+                        let hook = self.consult_hooks(run_id, subject.clone()).await;
+                        // A plan a hook denied is rejected before any reviewer sees it.
+                        let review = match &hook {
+                            Some(h) if h.decision == HookDecision::Deny => None,
+                            _ => self.consult_reviewer(run_id, subject).await,
+                        };
                         let skip = Input::SkipRest {
                             run_id: run_id.clone(),
                             at,
@@ -993,7 +1002,7 @@ impl Session {
                         };
                         self.handle(skip).await?;
                         return self
-                            .suspend(run_id.clone(), id, submission, hook)
+                            .suspend(run_id.clone(), id, submission, hook, review)
                             .await
                             .map(Some);
                     }
@@ -1525,7 +1534,27 @@ impl Session {
             children,
         };
         match self.handle(Input::Suspend(suspend)).await {
-            Ok(next) => self.carry_on(next).await,
+            Ok(next) => {
+                // The calls a reviewer saw: its verdict is the decision on each if the rules
+                // say so (`reviewerMay = "decide"`), else the call waits with it shown.
+                let reviewed: Vec<String> = self
+                    .state
+                    .pending
+                    .iter()
+                    .filter_map(|p| match p {
+                        PendingDecision::ToolCall(c) if c.payload.review.is_some() => {
+                            Some(c.payload.decision_id.clone())
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let next = if reviewed.is_empty() {
+                    next
+                } else {
+                    self.apply_reviews(reviewed, next).await?
+                };
+                self.carry_on(next).await
+            }
             Err(err) => {
                 for index in all {
                     let Some(call) = self.state.tool_call(at, index) else {
@@ -1557,11 +1586,14 @@ impl Session {
         tool_call_id: String,
         submission: PlanSubmission,
         hook: Option<HookRecord>,
+        review: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<RunOutcome, SessionError> {
+        let reviewed = review.is_some();
         let suspend = Suspend::Plan {
             run_id: run_id.clone(),
             tool_call_id: tool_call_id.clone(),
             submission,
+            review,
         };
         match self.handle(Input::Suspend(suspend)).await {
             Ok(next) => match hook {
@@ -1576,6 +1608,18 @@ impl Session {
                         .decided_by(format!("hook {}", hook.hook))
                         .via(crate::quorum::Via::Hook);
                     self.decide_at(index, decision, None).await
+                }
+                // A reviewer saw it: its verdict is the decision if the rules say so
+                // (`reviewerMay = "decide"`), else the plan waits with it shown.
+                _ if reviewed => {
+                    let ids = self
+                        .state
+                        .pending
+                        .iter()
+                        .map(|p| p.decision_id().to_owned())
+                        .collect();
+                    let next = self.apply_reviews(ids, next).await?;
+                    self.carry_on(next).await
                 }
                 _ => self.carry_on(next).await,
             },

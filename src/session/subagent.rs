@@ -327,6 +327,7 @@ impl Session {
             events: None,
             // A child's calls are a hook's as much as its parent's.
             hooks: parent.hooks.clone(),
+            reviewers: parent.reviewers.clone(),
         }
     }
 }

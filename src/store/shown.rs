@@ -58,6 +58,10 @@ pub struct ShownPending {
     /// Why a tool call waits as drift, on one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drift: Option<String>,
+    /// What a reviewer said about the plan or the call, on one line
+    /// ([`crate::review::ReviewRecord::shown`]: `reviewer ID: VERDICT: REASON`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
     /// A question's text (`ask_user`): several lines.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
@@ -199,6 +203,10 @@ impl PendingSummary {
                 .map(crate::rules::ResolvedLocation::shown)
                 .collect(),
             drift: self.drift.as_deref().map(line),
+            review: self
+                .review
+                .as_deref()
+                .map(crate::review::ReviewRecord::shown),
             question: question
                 .and_then(|q| q.get("question"))
                 .map(|q| neutralize(&text_of(q)).into_owned()),

@@ -136,6 +136,7 @@ const KEYS_HINT: &str = "type y to run the call, a to run it and always allow th
 ///     locations: Vec::new(),
 ///     drift: None,
 ///     subagent: None,
+///     review: None,
 /// };
 /// let shown = render_tool_call(&Style::plain(80), &call, 1, 2);
 /// assert!(shown.starts_with("tool call 1 of 2 waits for approval: write_file (decision decision_1, argsSha256 abab"), "{shown}");
@@ -202,8 +203,14 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
         .as_ref()
         .map(|why| format!("drift: {}\n", neutralize_line(why)))
         .unwrap_or_default();
+    // What the mode's reviewer said, beside the call (`reviewerMay = "advise"`, or escalated).
+    let review = call
+        .review
+        .as_ref()
+        .map(|r| format!("{}\n", r.shown()))
+        .unwrap_or_default();
     format!(
-        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}{rule}{leads}{drift}{}",
+        "{which} waits for approval: {name} (decision {}, argsSha256 {})\n{}{rule}{leads}{drift}{review}{}",
         neutralize_line(&call.decision_id),
         neutralize_line(&call.args_sha256),
         made_by(call.subagent.as_deref()),

@@ -2516,14 +2516,6 @@ error: reviewer-unknown.toml:4:12: mode `plan` sets reviewBy = "critc", but no [
 4 | reviewBy = "critc"
   |            ^^^^^^^
 
-warning: reviewer-unknown.toml:4:12: mode `plan` sets reviewBy = "critc", which is checked but not yet enforced in this version: its plans go to a person, unreviewed
-4 | reviewBy = "critc"
-  |            ^^^^^^^
-
-warning: reviewer-unknown.toml:11:6: reviewer `critic` is checked but does not run yet in this version: plans of the modes that name it in `reviewBy` go to a person, unreviewed
-11 | id = "critic"
-   |      ^^^^^^^^
-
 reviewer-unknown.toml: 1 error
 
 $ check rule-not-without-pattern.toml

@@ -472,6 +472,7 @@ fn full_pending_tool_call() -> PendingSummary {
         plan_scope: Default::default(),
         steps: Vec::new(),
         drift: None,
+        review: None,
         updated_at: 1_700_000_000,
     }
 }
@@ -598,6 +599,7 @@ fn decided_records_validate_and_unknown_fields_do_not() {
         via: Some(agent_controller::quorum::Via::Decide),
         approvals: Vec::new(),
         answer: None,
+        review: None,
     };
     let value = serde_json::to_value(&record).expect("to_value");
     assert!(errors(&schema, &value).is_empty(), "{value}");

@@ -74,6 +74,7 @@ mod postgres;
 mod protected;
 mod quorum;
 mod result_order;
+mod reviewers;
 mod rules;
 mod schema;
 mod serve_api;

@@ -998,6 +998,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     locations: Vec::new(),
                     drift: None,
                     subagent: None,
+                    review: None,
                 },
                 decided: (i < decided).then(|| agent_controller::event::DecidedRecord {
                     run_id: "run_1".into(),
@@ -1024,6 +1025,7 @@ fn waiting_calls(id: &str, version: u64, calls: &[&str], decided: usize) -> Sess
                     via: None,
                     approvals: Vec::new(),
                     answer: None,
+                    review: None,
                 }),
                 feedback: None,
             }

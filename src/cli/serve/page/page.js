@@ -235,6 +235,7 @@ function planBody(node, shown) {
   if (shown.comments && shown.comments.length) {
     section(node, "Comments on the previous revision", shownList(shown.comments, "comments"));
   }
+  if (shown.review) section(node, "The reviewer says", shownText("p", "text review", shown.review));
 }
 
 function toolCallBody(node, shown) {
@@ -243,6 +244,7 @@ function toolCallBody(node, shown) {
     section(node, "Where it acts", shownList(shown.locations, "locations"));
   }
   if (shown.drift) section(node, "Outside the approved plan", shownText("p", "text", shown.drift));
+  if (shown.review) section(node, "The reviewer says", shownText("p", "text review", shown.review));
 }
 
 function questionBody(node, shown) {

@@ -1,0 +1,570 @@
+//! Reviewers (issue 41): a mode's `reviewBy` sends its plans (and, with `reviewToolCalls`, its
+//! waiting tool calls) to a command or a model before a person is asked. Under `reviewerMay =
+//! "decide"` an approval (pinned to the sha256 it was given) or a rejection stands; under
+//! `"advise"` a person decides, seeing the verdict. Anything that is not one well-formed
+//! answer (garbage, two objects, a timeout, a model's tool call) escalates, saying why. The
+//! audit log says how each decision was taken.
+
+use crate::common;
+
+use std::sync::Arc;
+
+use agent_controller::event::{DecidedHow, DecisionOutcome};
+use agent_controller::model::scripted::ReplayModel;
+use agent_controller::review::{ReviewDecision, ReviewRecord};
+use agent_controller::{
+    AgentController, Decision, FileStore, LanguageModel, PendingDecision, RunOutcome, Session,
+    SessionOptions, ToolRegistry, config,
+};
+use common::{Workspace, replay, tool_results};
+use serde_json::{Value, json};
+
+const PLAN: &str = "# Add a greeting\n\n1. Write hello.txt\n2. Test it\n";
+
+/// Modes `plan` (its plans reviewed) and `build` (its `write_file` calls wait, and are
+/// reviewed), both by reviewer `critic` under `may`, a command running `review/critic.sh`
+/// within `timeout`.
+fn config(may: &str, timeout: &str) -> String {
+    format!(
+        r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+reviewBy = "critic"
+reviewerMay = "{may}"
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+requireApproval = ["write_file"]
+reviewBy = "critic"
+reviewerMay = "{may}"
+reviewToolCalls = true
+
+[[reviewers]]
+id = "critic"
+command = ["sh", "review/critic.sh"]
+timeout = "{timeout}"
+"#
+    )
+}
+
+/// A session's world: its workspace (the reviewer's script and what it saw in it), its store.
+struct World {
+    ws: Workspace,
+    store_dir: tempfile::TempDir,
+}
+
+impl World {
+    /// A workspace with `script` as `review/critic.sh`, and an empty store.
+    fn new(script: &str) -> Self {
+        let ws = Workspace::new();
+        std::fs::create_dir_all(ws.path().join("review")).expect("mkdir");
+        std::fs::write(ws.path().join("review/critic.sh"), script).expect("script");
+        Self {
+            ws,
+            store_dir: tempfile::tempdir().expect("store dir"),
+        }
+    }
+
+    /// The controller of `config` with `model`, storing in this world's store.
+    fn controller(&self, config: &str, model: Arc<dyn LanguageModel>) -> AgentController {
+        self.builder(config, model).build().expect("controller")
+    }
+
+    fn builder(
+        &self,
+        config: &str,
+        model: Arc<dyn LanguageModel>,
+    ) -> agent_controller::controller::AgentControllerBuilder {
+        let store = Arc::new(FileStore::open(self.store_dir.path()).expect("store"));
+        AgentController::builder(config::parse(config, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(self.ws.path())
+            .store(store)
+    }
+
+    /// The object the reviewer saw on stdin (the script keeps it in `review/seen.json`).
+    fn seen(&self) -> Value {
+        let text = std::fs::read_to_string(self.ws.path().join("review/seen.json")).expect("seen");
+        serde_json::from_str(&text).expect("one JSON object on stdin")
+    }
+
+    fn store(&self) -> String {
+        self.store_dir.path().to_str().expect("utf-8").to_owned()
+    }
+
+    /// `log SESSION --json`: each decision's `how`, `decidedBy` and `review`.
+    fn log(&self, session: &str) -> Vec<Value> {
+        let out = common::cli::output(
+            common::cli::command(
+                self.ws.path(),
+                &["log", session, "--store", &self.store(), "--json"],
+            ),
+            "",
+        );
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        common::json_lines(&out)
+    }
+
+    /// `log SESSION`, as text.
+    fn log_text(&self, session: &str) -> String {
+        let out = common::cli::output(
+            common::cli::command(self.ws.path(), &["log", session, "--store", &self.store()]),
+            "",
+        );
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        common::cli::stdout(&out)
+    }
+
+    /// `pending --json`, one value per line.
+    fn pending_json(&self) -> Vec<Value> {
+        let out = common::cli::output(
+            common::cli::command(
+                self.ws.path(),
+                &["pending", "--store", &self.store(), "--json"],
+            ),
+            "",
+        );
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        common::json_lines(&out)
+    }
+}
+
+/// A reviewer script that keeps what it was given and answers `answer` (shell-quoted).
+fn answering(answer: &str) -> String {
+    format!("cat > review/seen.json\nprintf '%s\\n' '{answer}'\n")
+}
+
+/// Submits the plan in mode `plan` of `world` (config `config`), the model replying `after`
+/// once the run carries on: the outcome and the session.
+async fn submit(world: &World, config: &str, after: &str) -> (RunOutcome, Session) {
+    let path = world.ws.plan("greet.md", PLAN);
+    let model = replay(vec![
+        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text(after),
+    ]);
+    let controller = world.controller(config, model);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("plan it").await.expect("runs");
+    (outcome, session)
+}
+
+fn plan_review(session: &Session) -> Option<ReviewRecord> {
+    match session.pending().first() {
+        Some(PendingDecision::Plan(plan)) => plan.payload().review.as_deref().cloned(),
+        _ => None,
+    }
+}
+
+fn sha256_of_plan(session: &Session) -> String {
+    session
+        .decision_history()
+        .last()
+        .and_then(|r| r.sha256.clone())
+        .expect("a decided sha256")
+}
+
+#[tokio::test]
+async fn a_command_reviewer_that_may_decide_approves_the_plan_it_saw() {
+    let world = World::new(&answering(
+        r#"{"decision": "approve", "reason": "it tests its step"}"#,
+    ));
+    let (outcome, session) = submit(&world, &config("decide", "10s"), "building").await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "approved, the run carried on in build: {outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "build");
+    let record = session.decision_history().last().expect("the approval");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Approved));
+    assert_eq!(record.decided_by.as_deref(), Some("reviewer critic"));
+    assert_eq!(record.how(), DecidedHow::Reviewer);
+    let review = record.review.as_deref().expect("the review");
+    assert!(review.decided);
+    assert_eq!(review.decision, ReviewDecision::Approve);
+    assert_eq!(review.reason.as_deref(), Some("it tests its step"));
+    // What it approved is what it was given, the plan shown.
+    let seen = world.seen();
+    assert_eq!(seen["on"], "plan");
+    assert_eq!(seen["modeId"], "plan");
+    assert_eq!(seen["title"], "Add a greeting");
+    assert!(
+        seen["plan"]
+            .as_str()
+            .is_some_and(|p| p.contains("2. Test it"))
+    );
+    assert_eq!(seen["sessionId"], session.id());
+    assert_eq!(
+        seen["sha256"].as_str(),
+        Some(sha256_of_plan(&session).as_str())
+    );
+    assert_eq!(review.sha256, sha256_of_plan(&session), "pinned");
+    // The audit log says a reviewer decided, which one, and why.
+    let log = world.log(session.id());
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert_eq!(log[0]["how"], "reviewer");
+    assert_eq!(log[0]["decidedBy"], "reviewer critic");
+    assert_eq!(log[0]["review"]["reviewer"], "critic");
+    assert_eq!(log[0]["review"]["decision"], "approve");
+    let text = world.log_text(session.id());
+    assert!(
+        text.contains("\tapproved\treviewer\treviewer critic\tsubmit_plan ")
+            && text.trim_end().ends_with("it tests its step"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_command_reviewer_that_may_decide_rejects_with_its_reason_as_feedback() {
+    let world = World::new(&answering(
+        r#"{"decision": "reject", "reason": "step 2 names no test"}"#,
+    ));
+    let (outcome, session) = submit(&world, &config("decide", "10s"), "revising").await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "plan", "no hand-over");
+    let record = session.decision_history().last().expect("the rejection");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+    assert_eq!(record.how(), DecidedHow::Reviewer);
+    let results = tool_results(session.messages());
+    assert!(
+        results[0].1.contains("step 2 names no test"),
+        "the model gets the reason: {results:?}"
+    );
+    let log = world.log(session.id());
+    assert_eq!(log[0]["how"], "reviewer");
+    assert_eq!(log[0]["outcome"], "rejected");
+    assert_eq!(log[0]["review"]["reason"], "step 2 names no test");
+}
+
+#[tokio::test]
+async fn an_advising_reviewer_leaves_the_person_to_decide_seeing_its_verdict() {
+    let world = World::new(&answering(
+        r#"{"decision": "reject", "reason": "too vague"}"#,
+    ));
+    let (outcome, mut session) = submit(&world, &config("advise", "10s"), "building").await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "a person decides: {outcome:?}"
+    );
+    assert!(session.decision_history().is_empty());
+    let review = plan_review(&session).expect("the verdict shown beside the plan");
+    assert_eq!(review.decision, ReviewDecision::Reject);
+    assert!(!review.decided);
+    assert_eq!(review.shown(), "reviewer critic: reject: too vague");
+    // Every host lists it: `pending --json` has it beside the plan.
+    let pending = world.pending_json();
+    assert_eq!(pending[0]["review"]["decision"], "reject", "{pending:?}");
+    assert_eq!(pending[0]["review"]["reason"], "too vague");
+    // The person approves all the same: their decision, with the advice they saw.
+    let id = session.pending()[0].decision_id().to_owned();
+    session
+        .decide(&id, Decision::approve().decided_by("alice"))
+        .await
+        .expect("approved");
+    assert_eq!(session.mode().id(), "build");
+    let record = session.decision_history().last().expect("the approval");
+    assert_eq!(record.how(), DecidedHow::Person);
+    assert_eq!(record.decided_by.as_deref(), Some("alice"));
+    assert_eq!(
+        record.review.as_deref().map(|r| (r.decision, r.decided)),
+        Some((ReviewDecision::Reject, false))
+    );
+    let log = world.log(session.id());
+    assert_eq!(log[0]["how"], "person");
+}
+
+/// Garbage, two objects, a timeout, a crash: each escalates (a person decides), saying why.
+#[tokio::test]
+async fn a_reviewer_that_answers_badly_escalates_saying_why() {
+    for (script, timeout, why) in [
+        (
+            "cat > /dev/null\necho 'looks fine to me'\n",
+            "10s",
+            "not a JSON object",
+        ),
+        (
+            "cat > /dev/null\necho '{\"decision\": \"approve\"}{\"decision\": \"approve\"}'\n",
+            "10s",
+            "more than one JSON value",
+        ),
+        (
+            "cat > /dev/null\nsleep 5\n",
+            "1s",
+            "did not answer within 1s",
+        ),
+        ("cat > /dev/null\necho boom >&2\nexit 3\n", "10s", "boom"),
+    ] {
+        let world = World::new(script);
+        let (outcome, session) = submit(&world, &config("decide", timeout), "building").await;
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "{why}: {outcome:?}"
+        );
+        assert!(session.decision_history().is_empty(), "{why}");
+        let review = plan_review(&session).expect("the failed review, shown");
+        assert_eq!(review.decision, ReviewDecision::Escalate, "{why}");
+        assert!(
+            review.error.as_deref().is_some_and(|e| e.contains(why)),
+            "{why}: {review:?}"
+        );
+        assert!(world.log(session.id()).is_empty(), "nothing decided: {why}");
+    }
+}
+
+/// With `reviewToolCalls`, a waiting call goes to the reviewer too: under `decide` its
+/// approval runs the call unasked, pinned to the arguments it saw.
+#[tokio::test]
+async fn a_reviewer_with_review_tool_calls_decides_a_waiting_call() {
+    let world = World::new(&answering(
+        r#"{"decision": "approve", "reason": "a harmless file"}"#,
+    ));
+    let model = replay(vec![
+        ReplayModel::call(
+            "w1",
+            "write_file",
+            json!({ "path": "hello.txt", "content": "hi" }),
+        ),
+        ReplayModel::text("done"),
+    ]);
+    let controller = world.controller(&config("decide", "10s"), model);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("build"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("write").await.expect("runs");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    assert!(world.ws.path().join("hello.txt").exists(), "it ran");
+    let seen = world.seen();
+    assert_eq!(seen["on"], "toolCall");
+    assert_eq!(seen["toolName"], "write_file");
+    let record = session.decision_history().last().expect("the approval");
+    assert_eq!(record.how(), DecidedHow::Reviewer);
+    assert_eq!(record.tool_name.as_deref(), Some("write_file"));
+    assert_eq!(
+        record.sha256.as_ref(),
+        seen["argsSha256"].as_str().map(str::to_owned).as_ref()
+    );
+    let log = world.log(session.id());
+    assert_eq!(log[0]["how"], "reviewer");
+}
+
+/// A reviewer's script is protected from the model's writes, like a hook's.
+#[tokio::test]
+async fn a_reviewers_script_is_protected_from_the_models_writes() {
+    let world = World::new(&answering(r#"{"decision": "escalate"}"#));
+    let model = replay(vec![
+        ReplayModel::call(
+            "w1",
+            "write_file",
+            json!({ "path": "review/critic.sh", "content": "echo approve" }),
+        ),
+        ReplayModel::text("done"),
+    ]);
+    let config = config("advise", "10s").replace("reviewToolCalls = true\n", "");
+    let controller = world.controller(&config, model);
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("build"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("write").await.expect("runs");
+    if let RunOutcome::ToolCallsSuspended { .. } = outcome {
+        let id = session.pending()[0].decision_id().to_owned();
+        session
+            .decide(&id, Decision::approve())
+            .await
+            .expect("decided");
+    }
+    let script = std::fs::read_to_string(world.ws.path().join("review/critic.sh")).expect("script");
+    assert!(
+        script.starts_with("cat > review/seen.json"),
+        "untouched: {script}"
+    );
+}
+
+/// `check` refuses a `reviewBy` naming no reviewer at its line and column, and no longer says
+/// reviewers are not enforced.
+#[test]
+fn check_places_an_unknown_reviewer_and_warns_no_more() {
+    let errors = config::check(
+        "[[modes]]\nid = \"plan\"\nreviewBy = \"critc\"\n\n[[reviewers]]\nid = \"critic\"\ncommand = [\"x\"]\n",
+        "modes.toml",
+    );
+    let placed: Vec<(usize, usize, &str)> = errors
+        .iter()
+        .map(|e| {
+            let at = e.location().expect("placed");
+            (at.line, at.column, e.message())
+        })
+        .collect();
+    assert!(
+        placed
+            .iter()
+            .any(|(l, c, m)| *l == 3 && *c == 12 && m.contains("did you mean `critic`")),
+        "{placed:?}"
+    );
+    let graph = config::parse(&config("decide", "10s"), "modes.toml").expect("valid");
+    let warnings = config::warnings_of(&graph, &ToolRegistry::with_workspace_tools());
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.kind() != config::ConfigErrorKind::NotEnforced),
+        "{warnings:?}"
+    );
+}
+
+/// A model reviewer, driven by the scripted OpenAI-compatible server: offered no tools, told its
+/// instructions, given the plan; its answer decides.
+#[cfg(feature = "openai")]
+mod model {
+    use super::*;
+    use agent_controller::model::reviewer::ModelReviewer;
+    use common::openai_server::{ScriptedServer, call, calls, text};
+
+    /// Submits the plan under a model reviewer answering `reply`: the outcome, the session, and
+    /// the body of the reviewer's request.
+    async fn submit_to_model(
+        world: &World,
+        reply: common::openai_server::Reply,
+    ) -> (RunOutcome, Session, Value) {
+        let server = ScriptedServer::start(vec![reply]).await;
+        let reviewer = ModelReviewer::new(Arc::new(server.model()), "Reject plans without tests.");
+        let config = config("decide", "10s").replace(
+            "command = [\"sh\", \"review/critic.sh\"]\ntimeout = \"10s\"",
+            "model = \"openai/test-model\"\ninstructions = \"Reject plans without tests.\"",
+        );
+        let path = world.ws.plan("greet.md", PLAN);
+        let model = replay(vec![
+            ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+            ReplayModel::text("building"),
+        ]);
+        let controller = world
+            .builder(&config, model)
+            .reviewer("critic", reviewer)
+            .build()
+            .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan"))
+            .await
+            .expect("session");
+        let outcome = session.send_message("plan it").await.expect("runs");
+        let body = server
+            .bodies()
+            .await
+            .pop()
+            .expect("the reviewer asked the model");
+        (outcome, session, body)
+    }
+
+    #[tokio::test]
+    async fn a_model_reviewer_decides_offered_no_tools() {
+        let world = World::new("");
+        let (outcome, session, body) = submit_to_model(
+            &world,
+            text(r#"{"decision": "approve", "reason": "step 2 tests it"}"#),
+        )
+        .await;
+        assert!(
+            matches!(outcome, RunOutcome::Completed { .. }),
+            "{outcome:?}"
+        );
+        assert_eq!(session.mode().id(), "build");
+        assert!(
+            body.get("tools")
+                .is_none_or(|t| t.as_array().is_some_and(Vec::is_empty)),
+            "no tools offered: {body}"
+        );
+        let said = body.to_string();
+        assert!(said.contains("Reject plans without tests."), "{said}");
+        assert!(
+            said.contains("2. Test it"),
+            "the plan is in its prompt: {said}"
+        );
+        let record = session.decision_history().last().expect("the approval");
+        assert_eq!(record.how(), DecidedHow::Reviewer);
+        let log = world.log(session.id());
+        assert_eq!(log[0]["how"], "reviewer");
+        assert_eq!(log[0]["review"]["reason"], "step 2 tests it");
+    }
+
+    #[tokio::test]
+    async fn a_model_reviewer_that_calls_a_tool_escalates() {
+        let world = World::new("");
+        let (outcome, session, _) = submit_to_model(
+            &world,
+            calls([call("c1", "write_file", r#"{"path": "x", "content": "y"}"#)]),
+        )
+        .await;
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "{outcome:?}"
+        );
+        let review = plan_review(&session).expect("shown");
+        assert_eq!(review.decision, ReviewDecision::Escalate);
+        assert!(
+            review
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("called a tool")),
+            "{review:?}"
+        );
+        assert!(!world.ws.path().join("x").exists());
+        assert!(world.log(session.id()).is_empty());
+    }
+}
+
+/// The CLI builds a config's model reviewer with its `--model` chooser: `run` with the plan,
+/// the reviewer (the same scripted server) advises, and the terminal prompt shows its verdict
+/// beside the plan before the person's `y`.
+#[cfg(feature = "openai")]
+#[test]
+fn the_cli_runs_a_config_model_reviewer_and_its_prompt_shows_the_verdict() {
+    use common::cli::world::World;
+    use common::openai_server::{calls, submit, text};
+    const CONFIG: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+reviewBy = "critic"
+
+[[modes]]
+id = "build"
+default = true
+
+[[reviewers]]
+id = "critic"
+model = "openai/test-model"
+instructions = "Be brief."
+"#;
+    let world = World::with_config(
+        "dir",
+        CONFIG,
+        vec![
+            calls([submit("call_1", ".agent/plans/greet.md")]),
+            text(r#"{"decision": "escalate", "reason": "a person should see step 2"}"#),
+            text("Built."),
+        ],
+    );
+    world.ws.plan("greet.md", PLAN);
+    let out = world.cli("run", true, &["--mode", "plan", "Plan it"], Some("y\n"));
+    let said = common::cli::text(&out);
+    assert_eq!(out.status.code(), Some(common::cli::DONE), "{said}");
+    assert!(
+        said.contains("reviewer critic: escalate: a person should see step 2"),
+        "{said}"
+    );
+    // The person's `y` approved the plan, and the build ran.
+    assert!(said.contains("Built."), "{said}");
+}
