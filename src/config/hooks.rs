@@ -313,12 +313,8 @@ pub(super) fn check_mode_review(
     reviewers: &[String],
     source: &Source<'_>,
     errors: &mut Vec<ConfigError>,
-    warnings: &mut Vec<ConfigError>,
 ) -> (u8, Option<ModeReview>) {
     let mut quorum = 1;
-    let not_enforced = |span: Range<usize>, message: String| {
-        ConfigError::at(ConfigErrorKind::NotEnforced, source, span, message)
-    };
     if let Some(by) = &review.review_by
         && !reviewers.iter().any(|r| r == by.get_ref())
     {
