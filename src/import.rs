@@ -13,6 +13,12 @@
 //! cannot read (JavaScript lookaround) is reported, never dropped: its mode then asks before
 //! every write. `command`, `mcp` and `browser` have no tool here and are reported.
 //!
+//! **Ids**: a slug, agent name or subagent name that is no mode id here (ASCII letters, digits,
+//! `-` and `_`; Roo Code allows more) is renamed, each other character becoming `-`
+//! (`docs-writer.v2` is `docs-writer-v2`), and the rename reported. Names valid as they are keep
+//! them; two that rename to the same id stay two modes, the later one with a `-2` suffix (Roo
+//! Code; the OpenCode and Claude Code imports leave the second out and report it).
+//!
 //! **OpenCode** ([`opencode`], [`read_opencode`]): the `agent` entries of `opencode.json` /
 //! `opencode.jsonc` (JSON with comments and trailing commas) and the `.opencode/agent/*.md`
 //! (or `agents/`) files, whose YAML frontmatter holds the same keys and whose body is the
@@ -35,6 +41,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Deserialize;
+
+use write::quoted;
 
 mod claude;
 mod files;
@@ -281,7 +289,8 @@ struct RooGroupOptions {
 ///
 /// # Errors
 /// [`ImportError::TooLarge`], [`ImportError::Malformed`] (not YAML, or no `customModes` list of
-/// modes with a `slug`, at its line and column), [`ImportError::Empty`] (no mode).
+/// modes with a `slug`, at its line and column), [`ImportError::Empty`] (no mode),
+/// [`ImportError::Unsupported`] (the modes made would not pass `check`).
 ///
 /// # Examples
 /// ```
@@ -315,31 +324,23 @@ pub fn roo_code(text: &str, origin: &str) -> Result<Imported, ImportError> {
         });
     }
     let mut not_carried = Vec::new();
+    let mut ids = write::Ids::reserving(file.custom_modes.iter().map(|m| m.slug.as_str()));
     let mut body = String::new();
     for mode in &file.custom_modes {
-        body.push_str(&roo_mode(mode, &mut not_carried));
+        let id = ids.claim(&mode.slug, "mode", &mut not_carried);
+        body.push_str(&roo_mode(mode, &id, &mut not_carried));
     }
-    let mut toml =
-        format!("# Imported from Roo Code modes ({origin}) by `agent-controller import roo`.\n");
-    if not_carried.is_empty() {
-        toml.push_str("# Everything was carried over.\n");
-    } else {
-        toml.push_str("# Not carried over:\n");
-        for line in &not_carried {
-            let _ = writeln!(toml, "# - {}", line.replace('\n', " "));
-        }
-    }
+    let mut toml = write::report(
+        &format!("Imported from Roo Code modes ({origin}) by `agent-controller import roo`."),
+        &not_carried,
+    );
     toml.push_str(&body);
-    Ok(Imported { toml, not_carried })
+    write::checked(origin, toml, not_carried)
 }
 
-/// A TOML string literal of `text`.
-fn quoted(text: &str) -> String {
-    toml::Value::String(text.to_owned()).to_string()
-}
-
-/// One `[[modes]]` table of Roo Code mode `mode`; what it cannot carry goes to `not_carried`.
-fn roo_mode(mode: &RooMode, not_carried: &mut Vec<String>) -> String {
+/// One `[[modes]]` table of Roo Code mode `mode`, of id `id` (its slug, or what it is renamed
+/// to); what it cannot carry goes to `not_carried`.
+fn roo_mode(mode: &RooMode, id: &str, not_carried: &mut Vec<String>) -> String {
     let slug = &mode.slug;
     let mut tools: Vec<&str> = Vec::new();
     let mut rules: Vec<String> = Vec::new();
@@ -376,13 +377,11 @@ fn roo_mode(mode: &RooMode, not_carried: &mut Vec<String>) -> String {
         }
     }
     tools.dedup();
-    if !crate::config::is_valid_id(slug) {
-        not_carried.push(format!(
-            "mode `{slug}`: its slug is not a mode id here (ASCII letters, digits, `-` and `_`): rename it"
-        ));
-    }
     let mut out = String::from("\n[[modes]]\n");
-    let _ = writeln!(out, "id = {}", quoted(slug));
+    if id != slug {
+        let _ = writeln!(out, "# Roo Code's slug: {}", write::comment(&quoted(slug)));
+    }
+    let _ = writeln!(out, "id = {}", quoted(id));
     if let Some(name) = &mode.name {
         let _ = writeln!(out, "name = {}", quoted(name));
     }

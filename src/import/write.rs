@@ -59,7 +59,7 @@ pub(super) struct Entry {
 
 /// `text` fit for a TOML comment: each control character (a line break among them, which
 /// would end the comment; TOML allows no other in one) as a visible escape.
-fn comment(text: &str) -> String {
+pub(super) fn comment(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_control() && c != '\t' {
@@ -165,15 +165,7 @@ pub(super) fn finish(
     subagents: &[Entry],
     modes: &[Entry],
 ) -> Result<Imported, ImportError> {
-    let mut toml = format!("# {header}\n");
-    if not_carried.is_empty() {
-        toml.push_str("# Everything was carried over.\n");
-    } else {
-        toml.push_str("# Not carried over:\n");
-        for line in &not_carried {
-            let _ = writeln!(toml, "# - {}", comment(line));
-        }
-    }
+    let mut toml = report(header, &not_carried);
     if let Some(id) = default_mode {
         let _ = writeln!(toml, "\ndefaultModeId = {}", quoted(id));
     }
@@ -183,6 +175,31 @@ pub(super) fn finish(
     for entry in modes {
         toml.push_str(&table("modes", entry));
     }
+    checked(origin, toml, not_carried)
+}
+
+/// The top of an import: `header` (one line, a comment), then `not_carried` as comments, each
+/// line fit for a comment.
+pub(super) fn report(header: &str, not_carried: &[String]) -> String {
+    let mut toml = format!("# {}\n", comment(header));
+    if not_carried.is_empty() {
+        toml.push_str("# Everything was carried over.\n");
+    } else {
+        toml.push_str("# Not carried over:\n");
+        for line in not_carried {
+            let _ = writeln!(toml, "# - {}", comment(line));
+        }
+    }
+    toml
+}
+
+/// `toml` and `not_carried` as the import of `origin`, refused unless `check` passes `toml`
+/// with the workspace tools.
+pub(super) fn checked(
+    origin: &str,
+    toml: String,
+    not_carried: Vec<String>,
+) -> Result<Imported, ImportError> {
     let tools = crate::ToolRegistry::with_workspace_tools();
     let mut errors = crate::config::check_with_tools(&toml, "modes.toml", |t| tools.knows(t));
     errors.extend(crate::config::rule_errors(&toml, "modes.toml", &tools));
@@ -200,8 +217,8 @@ pub(super) fn finish(
 }
 
 /// `id` as a mode id here (ASCII letters, digits, `-`, `_`): each other character becomes `-`;
-/// a change is reported to `not_carried` as `what`'s.
-pub(super) fn valid_id(id: &str, what: &str, not_carried: &mut Vec<String>) -> String {
+/// an empty id is `agent`.
+fn as_id(id: &str) -> String {
     let fixed: String = id
         .chars()
         .map(|c| {
@@ -212,15 +229,75 @@ pub(super) fn valid_id(id: &str, what: &str, not_carried: &mut Vec<String>) -> S
             }
         })
         .collect();
-    let fixed = if fixed.is_empty() {
+    if fixed.is_empty() {
         "agent".to_owned()
     } else {
         fixed
-    };
+    }
+}
+
+/// The sentence reporting that `what` `id` is named `fixed` here.
+fn renamed(what: &str, id: &str, fixed: &str) -> String {
+    format!("{what} `{id}` is named `{fixed}` here (an id is ASCII letters, digits, `-` and `_`)")
+}
+
+/// `id` as a mode id here ([`as_id`]); a change is reported to `not_carried` as `what`'s.
+pub(super) fn valid_id(id: &str, what: &str, not_carried: &mut Vec<String>) -> String {
+    let fixed = as_id(id);
     if fixed != id {
-        not_carried.push(format!(
-            "{what} `{id}` is named `{fixed}` here (an id is ASCII letters, digits, `-` and `_`)"
-        ));
+        not_carried.push(renamed(what, id, &fixed));
     }
     fixed
+}
+
+/// The ids an import hands out, each once: a source's id valid here keeps it, one renamed
+/// ([`valid_id`]'s rule) into an id taken (or reserved by a valid one) gets a `-2`, `-3`, ...
+/// suffix, so two source entries never become one.
+#[derive(Debug, Default)]
+pub(super) struct Ids {
+    /// The source's ids that are valid as they are: theirs, whatever comes first.
+    reserved: std::collections::HashSet<String>,
+    /// The ids handed out.
+    taken: std::collections::HashSet<String>,
+}
+
+impl Ids {
+    /// Ids reserving each of `ids` that is valid here as it is, for the entry that has it.
+    pub(super) fn reserving<'a>(ids: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            reserved: ids
+                .into_iter()
+                .filter(|id| crate::config::is_valid_id(id))
+                .map(str::to_owned)
+                .collect(),
+            taken: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The id of `what` `id`: [`valid_id`]'s, made distinct from those handed out before; a
+    /// change is reported to `not_carried` (once, naming the id it gets).
+    pub(super) fn claim(&mut self, id: &str, what: &str, not_carried: &mut Vec<String>) -> String {
+        let fixed = as_id(id);
+        let free = |candidate: &str, ids: &Self| {
+            !ids.taken.contains(candidate) && (candidate == id || !ids.reserved.contains(candidate))
+        };
+        let mut candidate = fixed.clone();
+        let mut n = 2u32;
+        while !free(&candidate, self) {
+            candidate = format!("{fixed}-{n}");
+            n += 1;
+        }
+        if candidate == fixed {
+            if fixed != id {
+                not_carried.push(renamed(what, id, &fixed));
+            }
+        } else {
+            not_carried.push(format!(
+                "{}; `{fixed}` is another's",
+                renamed(what, id, &candidate)
+            ));
+        }
+        self.taken.insert(candidate.clone());
+        candidate
+    }
 }

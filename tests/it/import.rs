@@ -151,3 +151,68 @@ fn import_roo_prints_a_config_check_passes() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(bad.stdout.is_empty());
 }
+
+/// Slugs that are no mode id here (`.`, `/`, non-ASCII letters) are renamed by the rule the
+/// OpenCode and Claude imports use, each rename reported (a TOML comment and on stderr); two
+/// slugs that rename to the same id stay two modes, and a slug valid as it is keeps its id.
+#[cfg(feature = "cli")]
+#[test]
+fn roo_slugs_that_are_no_mode_id_are_renamed_distinct_reported_and_pass_check() {
+    use crate::common::cli;
+    let roo = read_fixture("import/roomodes-ids.yaml");
+    let imported = roo_code(&roo, ".roomodes").expect("imported");
+    let graph = config::parse(&imported.toml, "modes.toml").expect("parses");
+    let id_of = |name: &str| {
+        graph
+            .modes()
+            .iter()
+            .find(|m| m.name() == name)
+            .unwrap_or_else(|| panic!("mode {name}\n{}", imported.toml))
+            .id()
+            .to_owned()
+    };
+    assert_eq!(id_of("Docs"), "docs-writer-v2");
+    assert_eq!(id_of("Unicode"), "-n-code");
+    // The valid slug keeps its id; the two renamed into it get their own.
+    assert_eq!(id_of("Plain"), "review-ts");
+    let (dot, slash) = (id_of("Dot"), id_of("Slash"));
+    assert!(
+        dot != slash && dot != "review-ts" && slash != "review-ts",
+        "{}",
+        imported.toml
+    );
+    for (slug, id) in [
+        ("docs-writer.v2", "docs-writer-v2".to_owned()),
+        ("Ünïcode", "-n-code".to_owned()),
+        ("review.ts", dot.clone()),
+        ("review/ts", slash.clone()),
+    ] {
+        let line = imported
+            .not_carried
+            .iter()
+            .find(|l| l.contains(&format!("mode `{slug}` is named `{id}`")))
+            .unwrap_or_else(|| panic!("{slug} not reported: {:?}", imported.not_carried));
+        assert!(imported.toml.contains(&format!("# - {line}")), "{line}");
+    }
+    assert!(
+        !imported
+            .not_carried
+            .iter()
+            .any(|l| l.contains("`review-ts` is named")),
+        "{:?}",
+        imported.not_carried
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join(".roomodes"), &roo).expect("write");
+    let out = cli::bin(dir.path(), &["import", "roo", ".roomodes"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", cli::text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not carried over: mode `docs-writer.v2` is named `docs-writer-v2`"),
+        "{stderr}"
+    );
+    std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
+    let checked = cli::bin(dir.path(), &["check", "modes.toml"], "");
+    assert_eq!(checked.status.code(), Some(0), "{}", cli::text(&checked));
+}
