@@ -271,6 +271,9 @@ pub(crate) struct Shared {
     /// The hooks consulted before a tool call runs or waits and before a plan waits
     /// ([`crate::hook`]), in the order they were registered.
     pub(crate) hooks: Vec<Arc<dyn crate::hook::Hook>>,
+    /// The managed config file, looked at before each step: its change rules the calls from
+    /// then on ([`crate::config::ManagedWatch`]); `None` for a graph from one file or a child's.
+    pub(crate) managed_watch: Option<Arc<crate::config::ManagedWatch>>,
 }
 
 impl Shared {

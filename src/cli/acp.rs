@@ -9,11 +9,11 @@ use agent_controller::display::neutralize;
 use agent_controller::model::SpecChooser;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
-use agent_controller::{AgentController, LanguageModel, config};
+use agent_controller::{AgentController, LanguageModel};
 
 use crate::cli::args::{AcpArgs, DEFAULT_CONFIG};
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{check_workspace, with_tools};
+use crate::cli::setup::{check_workspace, sources, with_tools};
 
 /// `acp`: serves one client until it closes stdin. Each session works in the `cwd` the client
 /// gives (with `--workspace`, only in that directory), with `--config` or the workspace's own
@@ -59,14 +59,14 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
                 );
             }
         }
-        let (path, text) = match &config {
-            Some(path) => (path.clone(), config::read(path)?),
+        let (path, layers) = match &config {
+            Some(path) => (path.clone(), sources(path, None).load()?),
             None => (
                 cwd.join(DEFAULT_CONFIG),
-                config::read_in(cwd, DEFAULT_CONFIG)?,
+                sources(Path::new(DEFAULT_CONFIG), Some(cwd)).load()?,
             ),
         };
-        let graph = config::parse(&text, &path.display().to_string())?;
+        let graph = layers.graph()?;
         let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)

@@ -327,6 +327,8 @@ impl Session {
             events: None,
             // A child's calls are a hook's as much as its parent's.
             hooks: parent.hooks.clone(),
+            // A child's graph is its parent's mode narrowed, fixed when it starts.
+            managed_watch: None,
         }
     }
 }
