@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_controller::acp::AcpAgent;
+use agent_controller::config::ManagedWatch;
 use agent_controller::display::neutralize;
 use agent_controller::model::SpecChooser;
 use agent_controller::model::scripted::ScriptedModel;
@@ -59,19 +60,20 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
                 );
             }
         }
-        let (path, layers) = match &config {
-            Some(path) => (path.clone(), sources(path, None).load()?),
+        let (path, sources) = match &config {
+            Some(path) => (path.clone(), sources(path, None)),
             None => (
                 cwd.join(DEFAULT_CONFIG),
-                sources(Path::new(DEFAULT_CONFIG), Some(cwd)).load()?,
+                sources(Path::new(DEFAULT_CONFIG), Some(cwd)),
             ),
         };
-        let graph = layers.graph()?;
+        let graph = sources.load()?.graph()?;
         let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)
             .protected_path(&path)
+            .managed_watch(ManagedWatch::new(sources))
             .model_chooser(SpecChooser);
         if let Some(id) = &own_model {
             builder = builder.model_id(id.clone());

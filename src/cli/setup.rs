@@ -69,6 +69,13 @@ pub(crate) fn layers(path: &Path) -> Result<config::Layers, config::ConfigError>
     sources(path, inside).load()
 }
 
+/// A watch on the managed file of the config at `path` ([`layers`]), for a controller whose
+/// sessions should see its change at their next step ([`config::ManagedWatch`]).
+pub(crate) fn watch(path: &Path) -> config::ManagedWatch {
+    let inside = (path == Path::new(DEFAULT_CONFIG)).then_some(Path::new("."));
+    config::ManagedWatch::new(sources(path, inside))
+}
+
 /// The merged graph of the config at `path` ([`layers`]).
 pub(crate) fn graph_of(path: &Path) -> Result<ModeGraph, config::ConfigError> {
     layers(path)?.graph()
@@ -239,7 +246,12 @@ fn controller_beside(
         .workspace(workspace)
         .protected_path(config)
         .model_chooser(chooser)
-        .tools_elsewhere(elsewhere.iter().cloned());
+        .tools_elsewhere(elsewhere.iter().cloned())
+        // A change to the managed config reaches the session at its next step.
+        .managed_watch(config::ManagedWatch::new(match &common.config {
+            Some(_) => sources(config, None),
+            None => sources(Path::new(DEFAULT_CONFIG), Some(workspace)),
+        }));
     if let Some(store) = store {
         builder = builder.store(store).lease_duration(common.lease);
     }

@@ -447,3 +447,78 @@ fn one_file_alone_is_read_as_it_is() {
     assert_eq!(layers.text(), std::fs::read_to_string(&path).expect("text"));
     assert_eq!(layers.origin(), Path::new(&path).display().to_string());
 }
+
+/// A change to the managed file reaches an open session at its next step: the controller
+/// watches the file ([`agent_controller::config::ManagedWatch`]), and a `deny` added to it
+/// refuses the next call, without a new controller or session.
+#[cfg(feature = "openai")]
+#[tokio::test]
+async fn a_managed_file_change_reaches_an_open_session_at_its_next_step() {
+    use std::sync::Arc;
+
+    use agent_controller::config::ManagedWatch;
+    use agent_controller::{AgentController, ToolRegistry};
+    use common::openai_server::{ScriptedServer, call, calls, text};
+
+    let read = |id: &str| call(id, "read_file", r#"{"path":"notes.md"}"#);
+    let server = ScriptedServer::start(vec![
+        calls([read("r1")]),
+        text("read"),
+        calls([read("r2")]),
+        text("done"),
+    ])
+    .await;
+    let ws = common::Workspace::new();
+    std::fs::write(ws.path().join("notes.md"), "notes").expect("notes");
+    let project = ws.path().join("modes.toml");
+    std::fs::write(
+        &project,
+        "[[modes]]\nid = \"build\"\navailableTools = [\"read_file\"]\n",
+    )
+    .expect("project");
+    let managed = ws.path().join("managed.toml");
+    std::fs::write(&managed, "").expect("no policy yet");
+    let sources = ConfigSources::new(&project)
+        .user_file(None)
+        .managed_file(Some(managed.clone()));
+    let graph = sources.load().expect("merged").graph().expect("valid");
+    let controller = AgentController::builder(graph, Arc::new(server.model()))
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .managed_watch(ManagedWatch::new(sources))
+        .build()
+        .expect("controller");
+    let recorder = common::Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options())
+        .await
+        .expect("session");
+    session.send_message("read it").await.expect("first run");
+    std::fs::write(
+        &managed,
+        "[[modes]]\nid = \"build\"\nrules = [{ tool = \"read_file\", action = \"deny\" }]\n",
+    )
+    .expect("policy");
+    session
+        .send_message("read it again")
+        .await
+        .expect("second run");
+    let bodies = server.bodies().await;
+    let result_of = |n: usize, id: &str| -> String {
+        bodies[n]["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        result_of(1, "r1").contains("notes"),
+        "{}",
+        result_of(1, "r1")
+    );
+    let refused = result_of(3, "r2");
+    assert!(refused.starts_with("Not executed"), "{refused}");
+}
