@@ -106,8 +106,9 @@ enum ManagedSource {
 /// std::fs::write(dir.path().join("modes.local.toml"), "[[modes]]\nid = \"build\"\nname = \"Mine\"\n")?;
 /// let layers = ConfigSources::new(&project).no_user_config().managed_file(None).load()?;
 /// let graph = layers.graph()?;
-/// let build = graph.get("build").unwrap();
-/// assert_eq!(build.name(), "Mine");
+/// let build = graph.mode(graph.get("build").unwrap());
+/// assert_eq!(build.name(), "Mine", "the local file's name");
+/// assert!(build.require_approval().covers("run_command"), "the project's list stays");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone)]
