@@ -27,6 +27,7 @@ use owner::Owner;
 
 mod builder;
 mod hooks;
+mod layers;
 mod mcp;
 mod on_timeout;
 mod owner;
@@ -38,6 +39,10 @@ pub(crate) mod schema;
 mod subagents;
 
 pub use self::builder::{BUILDER_ORIGIN, ModeBuilder, ModeGraphBuilder};
+pub use self::layers::{
+    ConfigSources, DEFAULT_MANAGED_CONFIG, LOCAL_CONFIG_NAME, Layer, LayerKind, Layers,
+    MANAGED_CONFIG_ENV, ManagedWatch,
+};
 
 #[cfg(feature = "schema")]
 pub use self::schema::{schema, schema_json};
@@ -208,6 +213,12 @@ pub enum ConfigErrorKind {
     /// A warning, not an error ([`warnings_of`]): the config asks for what this version checks
     /// but does not enforce yet (reviewers, `reviewBy`, `approvers` above 1).
     NotEnforced,
+    /// Two config layers ([`ConfigSources`]) give one key values of different types (a string in
+    /// one, a list in another): they cannot be merged.
+    LayerConflict,
+    /// A warning, not an error ([`Layers::warnings`]): a lower layer sets a mode's `rules` or
+    /// `requireApproval`, which the managed file sets too: the managed value stands.
+    ManagedOverride,
 }
 
 impl ConfigErrorKind {
@@ -1849,6 +1860,7 @@ ConfigErrorKind::UnknownTool,
             subagents: mode_subagents,
             approvers,
             review,
+            managed: crate::mode::Managed::default(),
         });
     }
 

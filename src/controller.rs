@@ -60,6 +60,7 @@ pub struct AgentControllerBuilder {
     subagent_limits: crate::subagent::SubagentLimits,
     hooks: Vec<Arc<dyn crate::hook::Hook>>,
     reviewers: std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>,
+    managed_watch: Option<Arc<crate::config::ManagedWatch>>,
 }
 
 impl std::fmt::Debug for AgentControllerBuilder {
@@ -268,6 +269,15 @@ impl AgentControllerBuilder {
     /// ```
     pub fn protected_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.protected_paths.push(path.into());
+        self
+    }
+
+    /// Looks at the managed config file of `watch` before each step of a session: once it
+    /// changed, the session's calls are ruled by the layers merged again
+    /// ([`crate::config::ManagedWatch`]), so an administrator's new `deny` or
+    /// `requireApproval` reaches open sessions at their next step.
+    pub fn managed_watch(mut self, watch: crate::config::ManagedWatch) -> Self {
+        self.managed_watch = Some(Arc::new(watch));
         self
     }
 
@@ -818,6 +828,7 @@ impl AgentControllerBuilder {
                 events: Some(tokio::sync::broadcast::channel(CONTROLLER_EVENTS).0),
                 hooks,
                 reviewers,
+                managed_watch: self.managed_watch,
             }),
         })
     }
@@ -1042,6 +1053,7 @@ impl AgentController {
             protected_paths: Vec::new(),
             hooks: Vec::new(),
             reviewers: std::collections::HashMap::new(),
+            managed_watch: None,
             model_chooser: None,
             elsewhere: Vec::new(),
             model_id: None,

@@ -20,8 +20,16 @@ use cli::output::{report_stdout_failure, stdout_failure};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     cli::logging::init_logging(cli.log_level);
+    cli::setup::set_layer_flags(cli::setup::LayerFlags {
+        no_user_config: cli.no_user_config,
+        only: cli.only.clone(),
+    });
     let result = match cli.command {
-        Command::Check { config, connect } => cli::check::check(&config, connect),
+        Command::Check {
+            config,
+            connect,
+            origin,
+        } => cli::check::check(&config, connect, origin),
         Command::Explain(args) => cli::explain::explain(args),
         Command::Import { format, file } => cli::import::import(format, &file),
         Command::Graph { config, format } => cli::graph::graph(&config, format),

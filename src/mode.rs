@@ -102,6 +102,18 @@ pub struct Mode {
     pub(crate) approvers: u8,
     /// Its review (`reviewBy`, `reviewerMay`, `reviewToolCalls`; `None`: no reviewer).
     pub(crate) review: Option<crate::review::ModeReview>,
+    /// Which of its settings the managed config file set ([`crate::config::Layers`]).
+    pub(crate) managed: Managed,
+}
+
+/// Which of a mode's settings come from the managed config file, which nothing below it may
+/// loosen: no allowance, plan scope or hook lets through a call they hold.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Managed {
+    /// The mode's `rules` are the managed file's.
+    pub(crate) rules: bool,
+    /// The mode's `requireApproval` is the managed file's.
+    pub(crate) approval: bool,
 }
 
 impl Mode {
@@ -743,6 +755,19 @@ impl Mode {
         &self.require_approval
     }
 
+    /// Whether the mode's `requireApproval` comes from the managed config file
+    /// ([`crate::config::Layers`]): then no allowance, approved plan's scope or hook's `allow`
+    /// lets a call through that it holds; only a decision on the call does.
+    pub fn managed_approval(&self) -> bool {
+        self.managed.approval
+    }
+
+    /// Whether the mode's `rules` come from the managed config file: then no hook's `allow`
+    /// lets through a call an `ask` rule of them holds (a `deny` rule is never loosened).
+    pub fn managed_rules(&self) -> bool {
+        self.managed.rules
+    }
+
     /// Whether a call to `tool` in this mode waits for the user's approval
     /// ([`RequireApproval::covers`]). Never for `submit_plan`, which always waits.
     ///
@@ -1045,6 +1070,16 @@ impl ModeGraph {
             hooks: Arc::from([]),
             reviewers: Arc::from([]),
             not_enforced: Arc::from([]),
+        }
+    }
+
+    /// Marks mode `id`'s `rules` and `requireApproval` as the managed config file's
+    /// ([`Mode::managed_rules`], [`Mode::managed_approval`]); an unknown id changes nothing.
+    pub(crate) fn mark_managed(&mut self, id: &str, rules: bool, approval: bool) {
+        if let Some(&at) = self.index.get(id) {
+            let mode = &mut self.modes[at.index()];
+            mode.managed.rules |= rules;
+            mode.managed.approval |= approval;
         }
     }
 

@@ -276,7 +276,9 @@ mod tests {
                 InvalidReviewer,
                 UnknownReviewer,
                 InvalidApprovers,
-                NotEnforced
+                NotEnforced,
+                LayerConflict,
+                ManagedOverride
             ],
             [
                 "io",
@@ -329,7 +331,9 @@ mod tests {
                 "invalid_reviewer",
                 "unknown_reviewer",
                 "invalid_approvers",
-                "not_enforced"
+                "not_enforced",
+                "layer_conflict",
+                "managed_override"
             ]
         );
         #[cfg(feature = "testing")]

@@ -275,6 +275,9 @@ pub(crate) struct Shared {
     /// The reviewers a mode's `reviewBy` names ([`crate::review`]), by id: the host's, then
     /// the config's `[[reviewers]]` the host registered none for.
     pub(crate) reviewers: std::collections::HashMap<String, Arc<dyn crate::review::Reviewer>>,
+    /// The managed config file, looked at before each step: its change rules the calls from
+    /// then on ([`crate::config::ManagedWatch`]); `None` for a graph from one file or a child's.
+    pub(crate) managed_watch: Option<Arc<crate::config::ManagedWatch>>,
 }
 
 impl Shared {

@@ -115,8 +115,13 @@ async fn runs_model_calls_tool_calls_decisions_and_saves_have_spans() {
 #[test]
 fn the_cli_traces_on_stderr_with_log_level_and_is_silent_without() {
     let ws = Workspace::new();
+    let no_policy = ws.path().join("managed.toml");
+    std::fs::write(&no_policy, "").expect("empty managed file");
     let run = |extra: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            // Kept from the developer's own config layers.
+            .env("XDG_CONFIG_HOME", ws.path().join("no-xdg"))
+            .env("AGENT_CONTROLLER_MANAGED_CONFIG", &no_policy)
             .args(["run", "--config"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml"))
             .arg("--workspace")

@@ -5,15 +5,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use agent_controller::acp::AcpAgent;
+use agent_controller::config::ManagedWatch;
 use agent_controller::display::neutralize;
 use agent_controller::model::SpecChooser;
 use agent_controller::model::scripted::ScriptedModel;
 use agent_controller::store::open_store;
-use agent_controller::{AgentController, LanguageModel, config};
+use agent_controller::{AgentController, LanguageModel};
 
 use crate::cli::args::{AcpArgs, DEFAULT_CONFIG};
 use crate::cli::exit::{Exit, Failure, Outcome};
-use crate::cli::setup::{check_workspace, with_tools};
+use crate::cli::setup::{check_workspace, sources, with_tools};
 
 /// `acp`: serves one client until it closes stdin. Each session works in the `cwd` the client
 /// gives (with `--workspace`, only in that directory), with `--config` or the workspace's own
@@ -59,19 +60,20 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
                 );
             }
         }
-        let (path, text) = match &config {
-            Some(path) => (path.clone(), config::read(path)?),
+        let (path, sources) = match &config {
+            Some(path) => (path.clone(), sources(path, None)),
             None => (
                 cwd.join(DEFAULT_CONFIG),
-                config::read_in(cwd, DEFAULT_CONFIG)?,
+                sources(Path::new(DEFAULT_CONFIG), Some(cwd)),
             ),
         };
-        let graph = config::parse(&text, &path.display().to_string())?;
+        let graph = sources.load()?.graph()?;
         let (graph, tools) = with_tools(graph).map_err(|f| f.message)?;
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)
             .protected_path(&path)
+            .managed_watch(ManagedWatch::new(sources))
             .model_chooser(SpecChooser);
         if let Some(id) = &own_model {
             builder = builder.model_id(id.clone());

@@ -128,6 +128,15 @@ pub(crate) struct Cli {
     /// Trace runs, model calls, tool calls, decisions and saves on stderr at this level.
     #[arg(long, global = true, value_enum, default_value_t = LogLevel::Off)]
     pub(crate) log_level: LogLevel,
+    /// Skip the user's config file ($XDG_CONFIG_HOME/agent-controller/modes.toml): the
+    /// project's, its local modes.local.toml and the managed file are read.
+    #[arg(long, global = true)]
+    pub(crate) no_user_config: bool,
+    /// Read this config file alone, without the user's or a local file (for tests and CI);
+    /// the managed file ($AGENT_CONTROLLER_MANAGED_CONFIG, else
+    /// /etc/agent-controller/managed.toml) still applies: a managed policy never vanishes.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) only: Option<PathBuf>,
 }
 
 /// Which JSON Schema `schema` prints.
@@ -166,6 +175,10 @@ pub(crate) enum Command {
         /// what each mode would offer; a tool a mode lists that its server lacks is an error.
         #[arg(long)]
         connect: bool,
+        /// Print the merged config instead (the user's file, the project's, its local
+        /// modes.local.toml and the managed file), each line after the file:line it came from.
+        #[arg(long)]
+        origin: bool,
     },
     /// Say what a mode would do with one tool call, and each step of why, without running
     /// anything: not offered (availableTools), refused by rule N (at its file:line:col), asks

@@ -12,23 +12,34 @@ use agent_controller::{
     AgentController, ModeGraph, ToolRegistry, config, mode::RequireApproval, tool::ToolAccess,
 };
 
-use crate::cli::args::DEFAULT_CONFIG;
 use crate::cli::exit::{Exit, Failure, Outcome};
+use crate::cli::output::emit;
 use crate::cli::setup::{load, tools};
 
 /// `check`: every error and warning of the config at `path` on stderr, each with its source
 /// line (exit 2 on errors), else its modes, default mode and hand-over edges on stdout.
-pub(crate) fn check(path: &Path, connect: bool) -> Outcome {
-    let Diagnosis { errors, warnings } = diagnose(path, &tools())?;
+///
+/// `origin` (`--origin`): the merged config instead, each line after the file:line it came
+/// from ([`config::Layers::with_origins`]).
+pub(crate) fn check(path: &Path, connect: bool, origin: bool) -> Outcome {
+    let Diagnosis {
+        errors,
+        warnings,
+        layers,
+    } = diagnose(path, &tools())?;
     if !errors.is_empty() {
         return Ok(Exit::Invalid);
     }
-    let origin = path.display().to_string();
-    let origin = neutralize_line(&origin);
     let (graph, tools) = load(path)?;
-    if !rule_tests_pass(&graph, tools, path)? {
+    if !rule_tests_pass(&graph, tools, path, Some(&layers))? {
         return Ok(Exit::Invalid);
     }
+    if origin {
+        emit(format_args!("{}", neutralize(&layers.with_origins())));
+        return Ok(Exit::Done);
+    }
+    let origin = layers.origin().to_owned();
+    let origin = neutralize_line(&origin);
     let default = graph.default_mode_id();
     let warned = if warnings.is_empty() {
         String::new()
@@ -183,6 +194,7 @@ pub(crate) fn rule_tests_pass(
     graph: &ModeGraph,
     tools: ToolRegistry,
     path: &Path,
+    layers: Option<&config::Layers>,
 ) -> Result<bool, Failure> {
     if graph.rule_tests().is_empty() {
         return Ok(true);
@@ -194,6 +206,10 @@ pub(crate) fn rule_tests_pass(
         .build()
         .map_err(Failure::invalid)?;
     let failed = controller.rule_test_errors();
+    let failed = match layers {
+        Some(layers) => layers.remap_all(failed),
+        None => failed,
+    };
     for error in &failed {
         note!("error: {}\n", neutralize(&error.to_string()));
     }
@@ -212,6 +228,8 @@ pub(crate) fn rule_tests_pass(
 pub(crate) struct Diagnosis {
     pub(crate) errors: Vec<ConfigError>,
     pub(crate) warnings: Vec<ConfigError>,
+    /// The config's layers, merged.
+    pub(crate) layers: config::Layers,
 }
 
 /// The errors and warnings of the config at `path` against `tools`, as `check` and `verify`
@@ -221,29 +239,30 @@ pub(crate) struct Diagnosis {
 /// # Errors
 /// A file that cannot be read (exit 2).
 pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, Failure> {
-    let origin = path.display().to_string();
     // The default `config/modes.toml` is the current directory's: read only where it lies
-    // inside it (a symlink out of it is refused unread), as `run` reads a workspace's.
-    let text = if path == Path::new(DEFAULT_CONFIG) {
-        config::read_in(".", path)
-    } else {
-        config::read(path)
-    }
-    .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    // inside it (a symlink out of it is refused unread), as `run` reads a workspace's. The
+    // config is merged with its layers ([`crate::cli::setup::layers`]); each error is placed
+    // in the file that has it.
+    let layers = crate::cli::setup::layers(path)
+        .map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    let (text, origin) = (layers.text(), layers.origin().to_owned());
     let names: Vec<&str> = tools.names().collect();
-    let mut errors = config::check_with_tool_names(&text, &origin, &names);
-    errors.extend(config::rule_errors(&text, &origin, tools));
-    errors.extend(config::workspace_errors(&text, &origin, Path::new(".")));
-    errors.sort_by_key(ConfigError::location);
-    let mut warnings = config::warnings_with_tools(&text, &origin, tools);
+    let mut errors = config::check_with_tool_names(text, &origin, &names);
+    errors.extend(config::rule_errors(text, &origin, tools));
+    errors.extend(config::workspace_errors(text, &origin, Path::new(".")));
+    let mut errors = layers.remap_all(errors);
+    errors.sort_by(|a, b| (a.origin(), a.location()).cmp(&(b.origin(), b.location())));
+    let mut warnings = config::warnings_with_tools(text, &origin, tools);
     // The current directory is the workspace `run` defaults to.
-    warnings.extend(config::workspace_warnings(&text, &origin, Path::new(".")));
+    warnings.extend(config::workspace_warnings(text, &origin, Path::new(".")));
+    let mut warnings = layers.remap_all(warnings);
+    warnings.extend(layers.warnings().iter().cloned());
     let mut reports: Vec<(&str, &ConfigError)> = errors
         .iter()
         .map(|e| ("error", e))
         .chain(warnings.iter().map(|w| ("warning", w)))
         .collect();
-    reports.sort_by_key(|(_, e)| e.location());
+    reports.sort_by(|(_, a), (_, b)| (a.origin(), a.location()).cmp(&(b.origin(), b.location())));
     for (level, report) in &reports {
         note!("{level}: {}\n", neutralize(&report.to_string()));
     }
@@ -254,7 +273,11 @@ pub(crate) fn diagnose(path: &Path, tools: &ToolRegistry) -> Result<Diagnosis, F
             counted(errors.len(), "error")
         );
     }
-    Ok(Diagnosis { errors, warnings })
+    Ok(Diagnosis {
+        errors,
+        warnings,
+        layers,
+    })
 }
 
 /// `1 mode`, `2 modes`.

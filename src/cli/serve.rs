@@ -186,6 +186,7 @@ impl Setup {
             .tools(tools)
             .workspace(workspace)
             .protected_path(config)
+            .managed_watch(crate::cli::setup::watch(config))
             .model_chooser(SpecChooser)
             .store(self.store.clone())
             .lease_duration(self.lease)

@@ -27,15 +27,64 @@ pub(crate) fn tools() -> ToolRegistry {
     ToolRegistry::with_workspace_tools()
 }
 
-/// The config at `path`, with the CLI's tools; the default `config/modes.toml` (the current
-/// directory's) is read only where it lies inside the current directory ([`config::load_in`]).
-pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
-    let graph = if path == Path::new(DEFAULT_CONFIG) {
-        config::load_in(".", path)
-    } else {
-        config::load(path)
+/// `--no-user-config` and `--only FILE`, as the command line set them (once, in `main`).
+static LAYER_FLAGS: std::sync::OnceLock<LayerFlags> = std::sync::OnceLock::new();
+
+/// Which config layers the command line leaves out ([`config::ConfigSources`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LayerFlags {
+    /// `--no-user-config`: skip the user's file.
+    pub(crate) no_user_config: bool,
+    /// `--only FILE`: that file alone (and the managed one).
+    pub(crate) only: Option<PathBuf>,
+}
+
+/// Keeps the command line's layer flags for every command's config reads.
+pub(crate) fn set_layer_flags(flags: LayerFlags) {
+    let _ = LAYER_FLAGS.set(flags);
+}
+
+/// The config layers of the project file `path` (read only inside `inside` when given: a
+/// workspace's own default config), as `--no-user-config` and `--only` say.
+pub(crate) fn sources(path: &Path, inside: Option<&Path>) -> config::ConfigSources {
+    let flags = LAYER_FLAGS.get().cloned().unwrap_or_default();
+    if let Some(only) = &flags.only {
+        return config::ConfigSources::new(only).only();
+    }
+    let sources = match inside {
+        Some(dir) => config::ConfigSources::new(path).inside(dir),
+        None => config::ConfigSources::new(path),
     };
-    with_tools(graph.map_err(Failure::invalid)?)
+    if flags.no_user_config {
+        sources.no_user_config()
+    } else {
+        sources
+    }
+}
+
+/// The merged layers of the config at `path`; the default `config/modes.toml` (the current
+/// directory's) is read only where it lies inside the current directory.
+pub(crate) fn layers(path: &Path) -> Result<config::Layers, config::ConfigError> {
+    let inside = (path == Path::new(DEFAULT_CONFIG)).then_some(Path::new("."));
+    sources(path, inside).load()
+}
+
+/// A watch on the managed file of the config at `path` ([`layers`]), for a controller whose
+/// sessions should see its change at their next step ([`config::ManagedWatch`]).
+pub(crate) fn watch(path: &Path) -> config::ManagedWatch {
+    let inside = (path == Path::new(DEFAULT_CONFIG)).then_some(Path::new("."));
+    config::ManagedWatch::new(sources(path, inside))
+}
+
+/// The merged graph of the config at `path` ([`layers`]).
+pub(crate) fn graph_of(path: &Path) -> Result<ModeGraph, config::ConfigError> {
+    layers(path)?.graph()
+}
+
+/// The config at `path` (merged with its layers: [`layers`]), with the CLI's tools.
+pub(crate) fn load(path: &Path) -> Result<(ModeGraph, ToolRegistry), Failure> {
+    let graph = graph_of(path).map_err(|e| Failure::invalid(neutralize(&e.to_string())))?;
+    with_tools(graph)
 }
 
 /// The graph with the CLI's tools, refusing a config that names a tool they lack.
@@ -83,26 +132,29 @@ fn load_checked(
     elsewhere: &[String],
 ) -> Result<(PathBuf, ModeGraph, ToolRegistry), Failure> {
     let path = config_path(common, workspace);
-    let origin = path.display().to_string();
-    let text = match &common.config {
-        Some(_) => config::read(&path),
-        None => config::read_in(workspace, DEFAULT_CONFIG),
+    let layers = match &common.config {
+        Some(_) => sources(&path, None),
+        None => sources(Path::new(DEFAULT_CONFIG), Some(workspace)),
     }
+    .load()
     .map_err(|e| {
         let hint = match (&common.config, e.kind()) {
-            (None, config::ConfigErrorKind::Io) => {
+            (None, config::ConfigErrorKind::Io) if !e.message().contains("managed config") => {
                 " (the workspace's own config must lie inside it; name one elsewhere with --config)"
             }
             _ => "",
         };
-        Failure::invalid(format!("{e}{hint}"))
+        Failure::invalid(format!("{}{hint}", neutralize(&e.to_string())))
     })?;
-    let graph = config::parse(&text, &origin).map_err(Failure::invalid)?;
+    let graph = layers.graph().map_err(Failure::invalid)?;
     check(&graph)?;
     let (graph, mut tools) = with_tools_beside(graph, elsewhere)?;
     crate::cli::mcp::start(&graph, workspace, common.config.is_some(), &mut tools)?;
-    let mut warnings = config::warnings_with_tools(&text, &origin, &tools);
-    warnings.extend(config::workspace_warnings(&text, &origin, workspace));
+    let (text, origin) = (layers.text(), layers.origin());
+    let mut warnings = config::warnings_with_tools(text, origin, &tools);
+    warnings.extend(config::workspace_warnings(text, origin, workspace));
+    let mut warnings = layers.remap_all(warnings);
+    warnings.extend(layers.warnings().iter().cloned());
     for warning in warnings {
         note!("warning: {}", neutralize(&warning.to_string()));
     }
@@ -194,7 +246,12 @@ fn controller_beside(
         .workspace(workspace)
         .protected_path(config)
         .model_chooser(chooser)
-        .tools_elsewhere(elsewhere.iter().cloned());
+        .tools_elsewhere(elsewhere.iter().cloned())
+        // A change to the managed config reaches the session at its next step.
+        .managed_watch(config::ManagedWatch::new(match &common.config {
+            Some(_) => sources(config, None),
+            None => sources(Path::new(DEFAULT_CONFIG), Some(workspace)),
+        }));
     if let Some(store) = store {
         builder = builder.store(store).lease_duration(common.lease);
     }

@@ -8,7 +8,7 @@ use agent_controller::store::{PendingListing, SessionRecord};
 use agent_controller::testing::{Cause, Check, CheckError, CheckReport};
 use agent_controller::tool::{Tool, ToolAccess, ToolContext, ToolError, ToolOutput};
 use agent_controller::{
-    MemoryStore, ModeGraph, SessionStore, ToolRegistry, config, config::ConfigErrorKind,
+    MemoryStore, ModeGraph, SessionStore, ToolRegistry, config::ConfigErrorKind,
     mode::RequireApproval, store::StoreError,
 };
 use async_trait::async_trait;
@@ -25,7 +25,11 @@ use crate::cli::setup::tools;
 /// summary of what was checked and what was not; a divergence exits 7.
 pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     let tools = with_stubs(&args.tools)?;
-    let Diagnosis { errors, warnings } = diagnose(&args.config, &tools)?;
+    let Diagnosis {
+        errors,
+        warnings,
+        layers,
+    } = diagnose(&args.config, &tools)?;
     if !errors.is_empty() {
         if errors
             .iter()
@@ -33,7 +37,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         {
             return Ok(Exit::Invalid);
         }
-        let graph = config::load(&args.config).map_err(Failure::invalid)?;
+        let graph = crate::cli::setup::graph_of(&args.config).map_err(Failure::invalid)?;
         let unknown = unknown_tools(&graph, &tools);
         let flags: Vec<String> = unknown
             .iter()
@@ -47,8 +51,8 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         return Ok(Exit::RuntimeError);
     }
     // The config's rule tests, as `check` runs them: a failing one is an error (exit 2).
-    let graph = config::load(&args.config).map_err(Failure::invalid)?;
-    if !crate::cli::check::rule_tests_pass(&graph, tools.clone(), &args.config)? {
+    let graph = crate::cli::setup::graph_of(&args.config).map_err(Failure::invalid)?;
+    if !crate::cli::check::rule_tests_pass(&graph, tools.clone(), &args.config, Some(&layers))? {
         return Ok(Exit::Invalid);
     }
     if let Some(plant) = planted() {
@@ -67,7 +71,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     let result = check.run(|setup| setup.builder().tools(tools.clone()).store(store()).build());
     let stubs: Vec<&str> = args.tools.iter().map(|s| s.name.as_str()).collect();
     // The config loaded for the check: its modes with a deadline, whose expiry the kit checks.
-    let timed: Vec<String> = config::load(&args.config).map_or_else(
+    let timed: Vec<String> = crate::cli::setup::graph_of(&args.config).map_or_else(
         |_| Vec::new(),
         |graph| {
             graph
@@ -79,7 +83,7 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
         },
     );
     // Whether a mode lists a task tool: the kit drives them, and says so.
-    let tasks = config::load(&args.config).is_ok_and(|graph| {
+    let tasks = crate::cli::setup::graph_of(&args.config).is_ok_and(|graph| {
         graph.ids().any(|id| {
             graph.mode(id).available_tools().is_some_and(|list| {
                 list.iter()

@@ -89,6 +89,15 @@ impl Change<'_> {
         {
             return Ok(Next::Nothing);
         }
+        // Nor does it loosen the managed config: a tool call that its managed `rules` or
+        // `requireApproval` hold waits for a person ([`crate::config::Layers`]).
+        let mode = self.config.graph.mode(self.state.mode);
+        if decision.action == super::decision::DecisionAction::Approved
+            && matches!(pending, PendingDecision::ToolCall(_))
+            && (mode.managed_approval() || mode.managed_rules())
+        {
+            return Ok(Next::Nothing);
+        }
         let record = ReviewRecord {
             decided: true,
             ..review.clone()

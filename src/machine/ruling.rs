@@ -23,7 +23,7 @@ use crate::event::{DecidedRecord, DecisionOutcome};
 use crate::exchange::{ToolCall, ToolOutput};
 use crate::explain::{Check, Step};
 use crate::hook::{HookDecision, HookRecord};
-use crate::mode::ModeGraph;
+use crate::mode::{Mode, ModeGraph};
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 
 use super::check::decision_id_for;
@@ -66,10 +66,27 @@ pub(crate) enum Ruling {
 /// asking if it would have waited; an `ask` (a hook's failure among them) leaves the ruling as
 /// it is. Under a quorum (`quorum`: the mode's `approvers` above 1, [`crate::quorum`]) a hook's
 /// allow never counts toward it: the call waits for the people as it would have.
-pub(crate) fn hooked(ruling: Ruling, hook: Option<&HookRecord>, quorum: bool) -> Ruling {
+///
+/// `managed`: the mode whose call it is, when its `rules` or `requireApproval` are the managed
+/// config's ([`crate::mode::Mode::managed_approval`]): a hook's `allow` then does not let
+/// through a call they hold.
+pub(crate) fn hooked(
+    ruling: Ruling,
+    hook: Option<&HookRecord>,
+    quorum: bool,
+    managed: Option<&Mode>,
+) -> Ruling {
     let Some(hook) = hook else {
         return ruling;
     };
+    let held_by_managed = managed.is_some_and(|mode| match &ruling {
+        Ruling::Ask(None) => mode.managed_approval(),
+        Ruling::Ask(Some(_)) => mode.managed_rules(),
+        _ => false,
+    });
+    if held_by_managed && matches!(hook.decision, HookDecision::Allow) {
+        return ruling;
+    }
     match (ruling, hook.decision) {
         (refused @ (Ruling::Deny(_) | Ruling::Refused(_) | Ruling::HookDenied(_)), _) => refused,
         (_, HookDecision::Deny) => Ruling::HookDenied(Box::new(hook.clone())),
@@ -112,6 +129,14 @@ impl State {
             // Only a rule denies an offered tool's call; anything else is in doubt: ask.
             (RuleAction::Deny, None) => Ruling::Ask(None),
             // An allowance stands in for `requireApproval` only, never for a rule.
+            (RuleAction::Ask, None) if mode.managed_approval() => {
+                steps.push(Step::new(
+                    Check::Allowance,
+                    "requireApproval here is the managed config's: no allowance stands in for it"
+                        .to_owned(),
+                ));
+                Ruling::Ask(None)
+            }
             (RuleAction::Ask, None) => match self
                 .allowances_in(mode.id())
                 .find(|a| a.covers(mode.id(), call, paths))

@@ -147,7 +147,13 @@ impl State {
         let mode = graph.mode(self.mode);
         let ruled = match (written, self.plan_grant_in(mode.id())) {
             (Some(written), Some(grant)) => {
-                let bound = bind(ruling.clone(), grant, written);
+                let bound = match bind(ruling.clone(), grant, written) {
+                    // A managed requireApproval: the plan's allowance does not stand in for it.
+                    Ruling::Allowed(_) if graph.mode(self.mode).managed_approval() => {
+                        ruling.clone()
+                    }
+                    bound => bound,
+                };
                 steps.push(Step::new(
                     Check::PlanScope,
                     plan_scope_finding(&ruling, &bound),

@@ -703,6 +703,15 @@ impl Session {
                 return self.end_run(run_id, Err(error)).await;
             }
             steps += 1;
+            // A change to the managed config reaches the session here, before the step.
+            if let Some(watch) = &shared.managed_watch
+                && let Err(error) = watch.refresh(&shared.graph)
+            {
+                let error = ModelError::new(format!(
+                    "the managed config changed and cannot be used, so the run stops: {error}"
+                ));
+                return self.end_run(run_id, Err(error)).await;
+            }
             let mode = self.state.mode;
             let runtime = shared.runtime(mode);
             let (session_id, delta_run) = (self.id.clone(), run_id.clone());
@@ -875,7 +884,7 @@ impl Session {
                         self.state
                             .tool_call(at, next - 1)
                             .and_then(|call| self.ruling_again(call))
-                            .map(|ruling| hooked(ruling, hook.as_ref(), quorum))
+                            .map(|ruling| hooked(ruling, hook.as_ref(), quorum, Some(&self.managed_mode())))
                     }
                     other => other,
                 },
@@ -1204,7 +1213,8 @@ impl Session {
                 None => None,
             };
             let quorum = self.under_quorum();
-            hooked_rulings.push(ruling.map(|r| hooked(r, hook.as_ref(), quorum)));
+            let mode = self.managed_mode();
+            hooked_rulings.push(ruling.map(|r| hooked(r, hook.as_ref(), quorum, Some(&mode))));
             self.reply_hooks[index] = hook;
         }
         hooked_rulings
@@ -1298,6 +1308,15 @@ impl Session {
         self.ruling_by_rules(call, &mut Vec::new())
     }
 
+    /// The current mode as the rulings see it: of the graph merged again after the managed
+    /// config changed, if it did ([`crate::config::ManagedWatch`]).
+    fn managed_mode(&self) -> crate::mode::Mode {
+        match self.shared.managed_watch.as_ref().and_then(|w| w.current()) {
+            Some(graph) => graph.mode(self.state.mode).clone(),
+            None => self.shared.graph.mode(self.state.mode).clone(),
+        }
+    }
+
     /// How the mode's rules, its `requireApproval` and the allowances in force handle `call`,
     /// whose arguments were found fit ([`Session::ruling_of`]).
     fn ruling_by_rules(
@@ -1305,7 +1324,10 @@ impl Session {
         call: &ToolCall,
         steps: &mut Vec<crate::explain::Step>,
     ) -> Option<Ruling> {
-        let mode = self.shared.graph.mode(self.state.mode);
+        // The graph merged again after the managed config changed, if it did.
+        let now = self.shared.managed_watch.as_ref().and_then(|w| w.current());
+        let graph = now.as_deref().unwrap_or(&self.shared.graph);
+        let mode = graph.mode(self.state.mode);
         // The paths the mode's rules read, and those the patterns of its allowances read.
         let narrowing = crate::allowance::pattern_rules(self.state.allowances_in(mode.id()));
         let joined;
@@ -1335,7 +1357,7 @@ impl Session {
             .and_then(|_| self.written_by(call, mode.id()));
         let ruling = self
             .state
-            .ruling(&self.shared.graph, call, &paths, written.as_ref(), steps);
+            .ruling(graph, call, &paths, written.as_ref(), steps);
         // An allowance covers the tool it was given for: one of another origin (another MCP
         // server that reuses the name) does not stand in for the user.
         use crate::explain::{Check, Step};

@@ -328,6 +328,8 @@ impl Session {
             // A child's calls are a hook's as much as its parent's.
             hooks: parent.hooks.clone(),
             reviewers: parent.reviewers.clone(),
+            // A child's graph is its parent's mode narrowed, fixed when it starts.
+            managed_watch: None,
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ pub(crate) fn workspace(modes: &str) -> Workspace {
 impl Agent {
     /// `agent-controller acp ARGS`, in `cwd`, with `env`.
     pub(crate) fn start(cwd: &Path, args: &[&str], env: &[(&str, String)]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        let mut child = crate::common::agent_controller()
             .arg("acp")
             .args(args)
             .current_dir(cwd)
@@ -1064,7 +1064,7 @@ fn a_plan_pending_when_the_editor_closes_is_replayed_and_the_next_prompt_is_its_
     assert_eq!(response["result"]["stopReason"], "cancelled");
     // The editor closes with the plan pending.
     assert_eq!(agent.close(), 0);
-    let listed = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let listed = crate::common::agent_controller()
         .args(["pending", "--json", "--store", store])
         .output()
         .expect("pending");
@@ -1133,7 +1133,7 @@ fn a_dropped_connection_approves_nothing_and_keeps_the_plan_pending() {
     agent.prompt(&session, "Add dark mode");
     agent.until_method("session/request_permission");
     assert_eq!(agent.close(), 0);
-    let listed = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let listed = crate::common::agent_controller()
         .args(["pending", "--json", "--store", store])
         .output()
         .expect("pending");
@@ -1143,7 +1143,7 @@ fn a_dropped_connection_approves_nothing_and_keeps_the_plan_pending() {
         "{listed}"
     );
     // `decide` settles it from the shell.
-    let decided = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let decided = crate::common::agent_controller()
         .args(["decide", "--approve", "--store", store, &session])
         .output()
         .expect("decide");

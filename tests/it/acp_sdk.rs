@@ -89,6 +89,12 @@ fn scenario_with(
         .arg(name)
         .current_dir(&dir)
         .env("AC_BIN", env!("CARGO_BIN_EXE_agent-controller"))
+        // The node scripts spawn the binary with their environment: kept from the layers.
+        .envs(
+            crate::common::isolate(&mut Command::new("true"))
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
         .env("AC_WS", ws.path())
         .env_remove("OPENAI_BASE_URL")
         .stdout(Stdio::piped())

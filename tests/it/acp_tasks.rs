@@ -55,6 +55,12 @@ fn sdk_sees_the_task_list_as_plan_updates() {
         .arg(dir.join("plan_updates.mjs"))
         .current_dir(&dir)
         .env("AC_BIN", env!("CARGO_BIN_EXE_agent-controller"))
+        // The node scripts spawn the binary with their environment: kept from the layers.
+        .envs(
+            crate::common::isolate(&mut Command::new("true"))
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))),
+        )
         .env("AC_WS", ws.path())
         .env("AC_STORE", ws.path().join("sessions"))
         .envs(server.env())

@@ -17,7 +17,7 @@ use common::{Workspace, fixture, read_fixture};
 use serde_json::Value;
 
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
 }
 
 fn run(ws: &Path, args: &[&str], stdin: Option<&str>) -> Output {

@@ -10,7 +10,7 @@
 
 use crate::common;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use common::cli::snapshots::same;
 use common::cli::world::{World, pending, stores};
@@ -41,7 +41,7 @@ fn new_world(kind: &str, script: Vec<Reply>) -> World {
 
 /// `agent-controller allowances ARGS --store SPEC`.
 fn allowances(world: &World, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
         .arg("allowances")
         .args(args)
         .args(["--store", &world.spec])
@@ -193,7 +193,7 @@ fn of_session(world: &World, args: &[&str], session: &str) -> Output {
 
 /// `switch --store SPEC --config CONFIG SESSION MODE`.
 fn switch(world: &World, session: &str, mode: &str) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
         .args(["switch", "--store", &world.spec, session, mode, "--config"])
         .arg(&world.config)
         .stdin(Stdio::null())

@@ -381,7 +381,7 @@ fn decide_refuses_every_flag_that_does_not_go_with_its_verdict_and_answers_nothi
 #[test]
 fn an_answer_that_loses_the_race_speaks_of_the_question() {
     use std::io::{BufRead, BufReader, Read, Write};
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let world = World::with_config(
         stores()[0],
         CONFIG,
@@ -389,7 +389,7 @@ fn an_answer_that_loses_the_race_speaks_of_the_question() {
     );
     let (out, session) = world.run_stored("go");
     assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
-    let mut slow = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    let mut slow = crate::common::agent_controller();
     slow.arg("decide")
         .arg("--config")
         .arg(&world.config)

@@ -113,7 +113,7 @@ modes.toml: 1 error
 #[cfg(feature = "openai")]
 mod applied {
     use std::io::Write;
-    use std::process::{Command, Output, Stdio};
+    use std::process::{Output, Stdio};
 
     use serde_json::Value;
 
@@ -133,7 +133,7 @@ rules = [
 "#;
 
     fn cli(ws: &Workspace, server: &ScriptedServer, args: &[&str], stdin: &str) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        let mut cmd = crate::common::agent_controller();
         cmd.arg(args[0])
             .arg("--config")
             .arg(ws.path().join("modes.toml"))

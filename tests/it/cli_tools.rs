@@ -8,7 +8,7 @@
 use crate::common;
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use agent_controller::jcs;
 use common::Workspace;
@@ -405,7 +405,7 @@ fn decide_always_on_a_plan_is_refused() {
     let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
     let workspace = ws.path().to_str().expect("utf-8");
     let common_args = ["--config", shipped, "--workspace", workspace];
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args([
             "run", "--store", &spec, "--detach", "--mode", "plan", "--json",
         ])
@@ -419,7 +419,7 @@ fn decide_always_on_a_plan_is_refused() {
         .as_str()
         .expect("session")
         .to_owned();
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args([
             "decide",
             "--store",
@@ -899,7 +899,7 @@ fn continue_asks_about_the_tool_calls_of_the_run_it_carries_on() {
         ],
     );
     let (_, session) = world.run_stored("Write files");
-    let mut decider = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let mut decider = crate::common::agent_controller()
         .args(["decide", "--store", &world.spec, &session, "--approve"])
         .arg("--config")
         .arg(&world.config)
@@ -1158,7 +1158,7 @@ fn a_tool_call_decision_that_loses_the_race_speaks_of_the_tool_call() {
     );
     let (out, session) = world.run_stored("Write a.txt");
     assert_eq!(out.status.code(), Some(PENDING), "{}", stderr(&out));
-    let mut slow = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    let mut slow = crate::common::agent_controller();
     slow.arg("decide")
         .arg("--config")
         .arg(&world.config)

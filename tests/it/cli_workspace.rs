@@ -9,7 +9,7 @@
 use crate::common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use common::Workspace;
 use common::cli::snapshots::{same, scrubbed, shown};
@@ -107,7 +107,7 @@ impl World {
 
     /// `agent-controller COMMAND --store STORE --model ... ARGS`, run in `cwd`, stdin closed.
     fn cli(&self, cwd: &Path, command: &str, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        crate::common::agent_controller()
             .current_dir(cwd)
             .arg(command)
             .args(["--store", &self.spec, "--model", "openai/test-model"])
@@ -143,7 +143,7 @@ impl World {
     }
 
     fn pending(&self, json: bool) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        let mut cmd = crate::common::agent_controller();
         cmd.args(["pending", "--store", &self.spec]);
         if json {
             cmd.arg("--json");

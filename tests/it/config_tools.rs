@@ -3,14 +3,14 @@
 #![cfg(feature = "cli")]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use agent_controller::{config, diagram};
 
 use crate::common::cli::INVALID;
 
 fn bin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

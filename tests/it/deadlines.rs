@@ -304,7 +304,7 @@ async fn a_plan_records_its_deadline_in_the_payload_event_record_and_listing() {
 
 #[cfg(feature = "cli")]
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
 }
 
 /// The shipped config with `approvalTimeout = "24h"` on its planning mode, written into `dir`.

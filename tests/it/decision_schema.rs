@@ -386,7 +386,7 @@ fn every_decision_example_in_the_readme_and_the_docs_validates() {
 
 #[cfg(feature = "cli")]
 fn bin() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
 }
 
 #[cfg(feature = "cli")]

@@ -8,7 +8,7 @@ use crate::common;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use agent_controller::tool::submit_plan::sha256_hex;
 use common::Workspace;
@@ -54,7 +54,7 @@ impl Editors {
 
 /// The binary with `args`, the editor `EDITOR` (and no `VISUAL`), `stdin` typed at the prompt.
 fn run_with_editor(args: &[&str], editor: &str, stdin: &str, env: &[(&str, String)]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let mut child = crate::common::agent_controller()
         .args(args)
         .env_remove("VISUAL")
         .env("EDITOR", editor)
@@ -348,7 +348,7 @@ fn a_dismissed_prompt_keeps_the_edit_in_a_file_decide_can_approve() {
     let events = self::events(&out);
     assert!(mode_changes(&events).is_empty());
     let session = events[0]["sessionId"].as_str().expect("session id");
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args(["decide", "--store", &spec, session, "--config", SHIPPED])
         .args(["--workspace", ws.path().to_str().expect("utf-8")])
         .args(["--approve", "--plan-file", &kept, "--json"])

@@ -170,14 +170,14 @@ async fn arguments_outside_the_tool_schema_are_refused_before_running_or_waiting
 #[cfg(feature = "cli")]
 mod cli {
     use std::path::Path;
-    use std::process::{Command, Output, Stdio};
+    use std::process::{Output, Stdio};
 
     use crate::common::Workspace;
 
     const PENDING: i32 = 4;
 
     fn bin(args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        crate::common::agent_controller()
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -249,7 +249,7 @@ default = true
 #[cfg(feature = "cli")]
 #[test]
 fn a_default_config_symlinked_out_of_the_workspace_is_refused_unread() {
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let ws = Workspace::new();
     let outside = tempfile::tempdir().expect("dir");
     let secret = outside.path().join("secret");
@@ -257,7 +257,7 @@ fn a_default_config_symlinked_out_of_the_workspace_is_refused_unread() {
     std::fs::create_dir(ws.path().join("config")).expect("config dir");
     std::os::unix::fs::symlink(&secret, ws.path().join("config/modes.toml")).expect("link");
     let bin = || {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        let mut cmd = crate::common::agent_controller();
         cmd.stdin(Stdio::null()).current_dir(ws.path());
         cmd
     };

@@ -44,6 +44,7 @@ mod cli_workspace;
 mod command_hooks;
 mod config;
 mod config_change;
+mod config_layers;
 mod config_tools;
 mod deadlines;
 mod decision_schema;

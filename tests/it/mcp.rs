@@ -541,7 +541,7 @@ async fn the_workspace_is_the_servers_root() {
 }
 
 fn bin() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
 }
 
 #[test]

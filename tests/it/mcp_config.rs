@@ -283,7 +283,7 @@ fn verify_runs_an_mcp_config_with_its_tools_stubbed_or_absent() {
             "fs__write_file",
         ][..],
     ] {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        let out = crate::common::agent_controller()
             .args(["verify", "--cases", "4"])
             .arg(&path)
             .args(stubs)

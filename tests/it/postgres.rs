@@ -500,7 +500,7 @@ async fn sslmode_require_encrypts_and_verify_full_checks_the_certificate() {
 
 #[cfg(feature = "cli")]
 fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
 }
 
 #[cfg(feature = "cli")]

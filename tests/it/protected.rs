@@ -6,7 +6,7 @@
 
 use std::path::Path;
 #[cfg(feature = "cli")]
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 
 use agent_controller::store::{FileStore, SessionStore};
@@ -221,7 +221,7 @@ fn the_cli_protects_its_config_file_and_its_store() {
         ]),
         text("done"),
     ]);
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args([
             "run",
             "--json",

@@ -76,7 +76,7 @@ impl Served {
         // installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::new();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        let mut child = crate::common::agent_controller()
             .args(["serve", "--store", spec, "--bind", "127.0.0.1:0"])
             .arg("--config")
             .arg(config)
@@ -547,7 +547,7 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
             // stops waiting between two looks is not reported).
             all.until(|e| e["type"] == "decision_waiting" && e["sessionId"] == session.as_str())
                 .await;
-            let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+            let out = crate::common::agent_controller()
                 .args([
                     "decide",
                     "--store",
@@ -586,7 +586,7 @@ fn sse_shows_a_decision_taken_here_and_one_taken_by_the_cli() {
 #[test]
 fn a_bind_past_loopback_needs_a_token_from_the_environment() {
     let ws = Workspace::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args([
             "serve",
             "--config",
@@ -835,7 +835,7 @@ fn a_webhook_is_signed_retried_after_a_500_and_links_to_the_decision() {
 #[test]
 fn notify_without_a_secret_is_refused_at_start() {
     let ws = Workspace::new();
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args([
             "serve",
             "--config",

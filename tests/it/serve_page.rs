@@ -42,7 +42,7 @@ impl Served {
     fn start(ws: &Workspace) -> Self {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let store = ws.path().join("sessions").display().to_string();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        let mut child = crate::common::agent_controller()
             .args(["serve", "--store", &store, "--config", SHIPPED])
             .args(["--bind", "127.0.0.1:0", "--workspace"])
             .arg(ws.path())
@@ -115,7 +115,7 @@ impl Served {
 
     /// Each session's mode, as `agent-controller sessions --json` lists it.
     fn modes(&self) -> Vec<(String, String)> {
-        let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+        let out = crate::common::agent_controller()
             .args(["sessions", "--store", &self.store, "--json"])
             .output()
             .expect("run sessions");
@@ -328,7 +328,7 @@ async fn a_real_browser_approves_rejects_and_answers_on_the_page() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // The rejection's feedback reached the model: its revision waits, pinned by a new sha256.
-    let out = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let out = crate::common::agent_controller()
         .args(["pending", "--store", &served.store, "--json"])
         .output()
         .expect("run pending");

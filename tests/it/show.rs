@@ -19,7 +19,7 @@ use serde_json::Value;
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
 fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    let mut cmd = crate::common::agent_controller();
     cmd.env_remove("NO_COLOR")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use common::cli::{NOT_APPROVED, PENDING, SHIPPED};
 
 fn run(ws: &Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    let mut cmd = crate::common::agent_controller();
     cmd.args(["run", "--config", SHIPPED, "--workspace"])
         .arg(ws)
         .args(["--mode", "plan"])
@@ -219,7 +219,7 @@ fn ctrl_c_at_the_prompt_of_a_stored_run_leaves_the_plan_pending() {
     assert!(stderr.contains("stays pending"), "{stderr}");
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert!(!kinds.contains(&"tool_suspension_cancelled"), "{kinds:?}");
-    let pending = Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    let pending = crate::common::agent_controller()
         .args(["pending", "--json", "--store", store])
         .output()
         .expect("pending");

@@ -5,12 +5,12 @@
 #![cfg(feature = "cli")]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 const SHIPPED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/modes.toml");
 
 fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_agent-controller"))
+    crate::common::agent_controller()
         .args(args)
         .stdin(Stdio::null())
         .output()

@@ -27,7 +27,7 @@ pub const STDOUT_CLOSED: i32 = 141;
 /// The binary with `args`, run in `ws`, its three streams piped; `OPENAI_MODEL` and `NO_COLOR`
 /// are removed, so the caller's environment does not choose a model or the styling.
 pub fn command(ws: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    let mut command = crate::common::agent_controller();
     command
         .current_dir(ws)
         .args(args)
@@ -197,7 +197,7 @@ pub mod snapshots {
 pub mod world {
     use std::io::Write;
     use std::path::PathBuf;
-    use std::process::{Command, Output, Stdio};
+    use std::process::{Output, Stdio};
 
     use serde_json::Value;
 
@@ -222,7 +222,7 @@ pub mod world {
 
     /// `agent-controller pending --store SPEC [--json]`.
     pub fn pending(spec: &str, json: bool) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+        let mut cmd = crate::common::agent_controller();
         cmd.args(["pending", "--store", spec]);
         if json {
             cmd.arg("--json");
@@ -276,7 +276,7 @@ pub mod world {
             args: &[&str],
             stdin: Option<&str>,
         ) -> Output {
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+            let mut cmd = crate::common::agent_controller();
             cmd.arg(command)
                 .arg("--config")
                 .arg(&self.config)

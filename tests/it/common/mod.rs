@@ -154,3 +154,30 @@ pub fn tool_results(messages: &[agent_controller::model::Message]) -> Vec<(Strin
         })
         .collect()
 }
+
+/// The binary, kept from the developer's own config layers: `XDG_CONFIG_HOME` is an empty
+/// folder (no user file) and `AGENT_CONTROLLER_MANAGED_CONFIG` an empty file (no managed policy,
+/// and `/etc/agent-controller/managed.toml` is not read). A test of the layers sets its own.
+#[cfg(feature = "cli")]
+pub fn agent_controller() -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_agent-controller"));
+    isolate(&mut command);
+    command
+}
+
+/// Sets `command`'s config layers as [`agent_controller`] does.
+pub fn isolate(command: &mut std::process::Command) -> &mut std::process::Command {
+    static ISOLATED: std::sync::OnceLock<(PathBuf, PathBuf)> = std::sync::OnceLock::new();
+    let (xdg, managed) = ISOLATED.get_or_init(|| {
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("config-layers-isolated");
+        let xdg = base.join("xdg");
+        std::fs::create_dir_all(&xdg).expect("isolated XDG_CONFIG_HOME");
+        let managed = base.join("managed.toml");
+        std::fs::write(&managed, "# no managed policy in the crate's own tests\n")
+            .expect("isolated managed file");
+        (xdg, managed)
+    });
+    command
+        .env("XDG_CONFIG_HOME", xdg)
+        .env("AGENT_CONTROLLER_MANAGED_CONFIG", managed)
+}
