@@ -344,7 +344,10 @@ fn a_plan_approved_over_http_moves_the_session_to_its_target() {
             assert_eq!(entry["title"], "Add dark mode", "{kind}");
             let (_, before) = served.get(&format!("/v1/sessions/{session}")).await;
             assert_eq!(before["modeId"], "plan", "{kind}");
-            assert!(before.get("planReport").is_none(), "{kind}: no run of a plan yet: {before}");
+            assert!(
+                before.get("planReport").is_none(),
+                "{kind}: no run of a plan yet: {before}"
+            );
             let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
             let path = format!(
                 "/v1/sessions/{session}/decisions/{}",
@@ -396,7 +399,11 @@ fn a_decision_body_with_steps_approves_only_those_steps() {
         // The payload listed the steps by their numbers; the report counts those approved.
         assert_eq!(entry["steps"][2]["number"], 3, "{entry}");
         let after = served.settled(&session).await;
-        assert_eq!(after["planReport"]["stepsApproved"], json!([1, 3]), "{after}");
+        assert_eq!(
+            after["planReport"]["stepsApproved"],
+            json!([1, 3]),
+            "{after}"
+        );
     });
 }
 
