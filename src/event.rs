@@ -218,10 +218,15 @@ pub struct SuspendPayload {
         skip_serializing_if = "crate::tool::submit_plan::PlanScopePolicy::is_ask"
     )]
     pub plan_scope: crate::tool::submit_plan::PlanScopePolicy,
-    /// The plan's numbered steps, in order, as an approval seeds the task list with them; empty
+    /// The plan's numbered steps, in order, each with its number in the plan (what approving
+    /// some steps names) and its text, as an approval seeds the task list with them; empty
     /// when it numbers none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::plan::step::deserialize_steps"
+    )]
+    pub steps: Vec<crate::plan::PlanStep>,
     /// What the planning mode's reviewer (`reviewBy`, [`crate::review`]) said about the plan
     /// before a person was asked: its verdict and reason, shown beside the plan; `None` when the
     /// mode has no reviewer.

@@ -14,8 +14,10 @@ use sha2::{Digest, Sha256};
 
 pub(crate) mod markdown;
 pub(crate) mod scope;
+pub(crate) mod step;
 
 pub use scope::{MAX_SCOPE_ENTRIES, PlanScope, PlanScopePolicy, ScopeError};
+pub use step::PlanStep;
 
 use crate::exchange::SUBMIT_PLAN;
 

@@ -128,6 +128,28 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
+    /// The report as one text for a person: [`PlanReport::lines`], one a line. What the
+    /// terminal prints at the end of the run and what ACP sends the client as an agent message.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::event::RunState;
+    /// use agent_controller::plan_report::PlanReport;
+    /// let report = PlanReport {
+    ///     run_id: "run_2".into(), reason: RunState::Completed, mode_id: "build".into(),
+    ///     decision_id: "decision_1".into(), path: ".agent/plans/p.md".into(),
+    ///     approved_sha256: "ab".into(), current_sha256: Some("ab".into()), plan_changed: false,
+    ///     steps_approved: vec![1, 2], steps_done: None, steps_not_done: None, scoped: true,
+    ///     written_inside: vec!["src/a.rs".into()], drift_approved: vec![], drift_rejected: vec![],
+    ///     enforced: vec![], untouched: vec![],
+    /// };
+    /// assert_eq!(report.shown(), report.lines().join("\n"));
+    /// assert!(report.shown().starts_with("plan report: "));
+    /// ```
+    pub fn shown(&self) -> String {
+        self.lines().join("\n")
+    }
+
     /// The report as lines for a person (the terminal, `agent-controller report`).
     ///
     /// # Examples

@@ -452,10 +452,14 @@ pub struct PendingSummary {
         skip_serializing_if = "crate::tool::submit_plan::PlanScopePolicy::is_ask"
     )]
     pub plan_scope: crate::tool::submit_plan::PlanScopePolicy,
-    /// For a plan: its numbered steps ([`crate::event::SuspendPayload::steps`]); empty
-    /// otherwise.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub steps: Vec<String>,
+    /// For a plan: its numbered steps, each `{number, text}`
+    /// ([`crate::event::SuspendPayload::steps`]); empty otherwise.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::plan::step::deserialize_steps"
+    )]
+    pub steps: Vec<crate::plan::PlanStep>,
     /// For a tool call that waits as drift: why (it writes outside the approved plan's files,
     /// [`crate::event::ToolCallPayload::drift`]); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]

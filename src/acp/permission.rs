@@ -260,22 +260,11 @@ pub(crate) fn plan_tool_call(tool_call_id: String, plan: &PendingPlan) -> ToolCa
         "path": submission.path,
         "revision": payload.revision,
         "targetModeIds": payload.target_mode_ids,
-        // The plan's numbered steps: an allow option selected with `_meta.steps` approves
-        // only those ([`Offer::answer`]).
-        "steps": numbered_steps(&submission.plan),
+        // The plan's numbered steps as the payload lists them, `{"number": N, "text": ...}`
+        // by the plan's own numbers: an allow option selected with `_meta.steps` approves only
+        // those ([`Offer::answer`]).
+        "steps": payload.steps,
     })))
-}
-
-/// The plan's numbered steps as `{"number": N, "text": ...}`, by the plan's own numbers: the
-/// numbers `_meta.steps` names.
-fn numbered_steps(plan: &str) -> serde_json::Value {
-    let steps = crate::machine::tasks::plan_steps(plan);
-    steps
-        .numbers
-        .iter()
-        .zip(&steps.tasks)
-        .map(|(n, t)| json!({ "number": n, "text": t.content }))
-        .collect()
 }
 
 /// The `toolCall` of a waiting tool call's permission request: its tool, every argument whole

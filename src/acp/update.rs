@@ -194,6 +194,13 @@ impl Updates {
             }
             Event::ModeChanged { mode_id, .. } => self.mode(mode_id),
             Event::TasksUpdated { tasks, .. } => self.send(super::plan::plan_update(tasks)),
+            // The end of a run of an approved plan: what became of it, as the terminal shows
+            // it ([`crate::plan_report::PlanReport::shown`]), as an agent message of its own.
+            Event::PlanReport { report, .. } => {
+                self.send(SessionUpdate::AgentMessageChunk(ContentChunk::new(
+                    ContentBlock::from(format!("\n\n{}\n", report.shown())),
+                )));
+            }
             Event::SubagentEvent {
                 child_id, event, ..
             } => self.child_event(child_id, event),

@@ -231,7 +231,7 @@ pub(crate) fn event_line(
                 (None, None) => String::new(),
             }
         ),
-        Event::PlanReport { report, .. } => report.lines().join("\n"),
+        Event::PlanReport { report, .. } => report.shown(),
         Event::Error { message, .. } => format!("error: {}", line(message)),
         Event::SubagentStarted {
             agent_type,

@@ -426,6 +426,8 @@ mod tests {
                     },
                 }),
                 complete: true,
+                scoped: 0,
+                drifting: 0,
             },
             edges: EdgeReport {
                 edges: Vec::new(),

@@ -719,10 +719,12 @@ impl Change<'_> {
             .unwrap_or_default();
         // What binds the next mode, read from the plan's text as shown.
         let scope = submission.scope();
-        let steps = super::tasks::plan_steps(&submission.plan)
-            .tasks
-            .into_iter()
-            .map(|t| t.content)
+        let listed = super::tasks::plan_steps(&submission.plan);
+        let steps = listed
+            .numbers
+            .iter()
+            .zip(listed.tasks)
+            .map(|(number, task)| crate::plan::PlanStep::new(*number, task.content))
             .collect();
         let payload = SuspendPayload {
             scope,

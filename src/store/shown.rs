@@ -29,7 +29,8 @@ pub struct ShownPending {
     /// What changed since the previous revision (a unified diff); absent for a first revision.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub diff: Option<String>,
-    /// The plan's numbered steps, each on one line.
+    /// The plan's numbered steps, each on one line as the plan writes it (`3. Add the tests.`:
+    /// its number first).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<String>,
     /// The files the plan declares it writes (its `## Files` section), each on one line.
@@ -169,7 +170,7 @@ impl PendingSummary {
             title: line(&self.title),
             lines,
             diff: self.diff.as_deref().map(|d| neutralize(d).into_owned()),
-            steps: self.steps.iter().map(|s| line(s)).collect(),
+            steps: self.steps.iter().map(|s| line(&s.to_string())).collect(),
             scope: self
                 .scope
                 .iter()

@@ -22,9 +22,9 @@ use crate::exchange::ToolOutput;
 use crate::jail::{self, Jail, JailError};
 pub use crate::plan::{
     APPROVAL_NOTE_PREFIX, APPROVED_PLAN_BEGIN, APPROVED_PLAN_END, APPROVED_RESULT, HashMismatch,
-    MAX_PLAN_BYTES, MAX_SCOPE_ENTRIES, PlanError, PlanScope, PlanScopePolicy, PlanSubmission,
-    REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, ScopeError, approved_result, capture_plan,
-    edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
+    MAX_PLAN_BYTES, MAX_SCOPE_ENTRIES, PlanError, PlanScope, PlanScopePolicy, PlanStep,
+    PlanSubmission, REJECTED_RESULT, REJECTED_WITH_FEEDBACK_PREFIX, ScopeError, approved_result,
+    capture_plan, edited_approved_result, parse_plan, plan_diff, rejected_at_revision_limit,
     rejected_with_feedback, revision_diff, revision_text, sha256_hex,
 };
 

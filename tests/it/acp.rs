@@ -1421,6 +1421,17 @@ fn an_allow_option_with_steps_in_its_meta_approves_only_those_steps() {
     let (response, after) = agent.response(prompt);
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response:#}");
     assert_eq!(mode_updates(&after), ["build"]);
+    // Issue 40: the end of the build run sends the plan's report as an agent message, as the
+    // terminal shows it.
+    let said: String = after
+        .iter()
+        .filter(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|m| m["params"]["update"]["content"]["text"].as_str())
+        .collect();
+    assert!(
+        said.contains("plan report: ") && said.contains("steps approved: 1, 3"),
+        "{said}"
+    );
     assert_eq!(agent.close(), 0);
     let record = std::fs::read_dir(&store)
         .expect("store")

@@ -199,7 +199,10 @@ async fn the_payload_and_the_listing_show_the_scope_the_steps_and_the_plan_scope
         assert_eq!(shown["scope"], json!(["src/theme.rs", "src/ui/**"]));
         assert_eq!(
             shown["steps"],
-            json!(["Add the theme.", "Use it in the UI."])
+            json!([
+                { "number": 1, "text": "Add the theme." },
+                { "number": 2, "text": "Use it in the UI." }
+            ])
         );
         assert_eq!(
             shown.get("planScope").and_then(|v| v.as_str()),
@@ -231,7 +234,7 @@ async fn a_plan_without_a_files_section_shows_no_scope() {
     };
     let shown = serde_json::to_value(&payload).expect("json");
     assert!(shown.get("scope").is_none(), "{shown}");
-    assert_eq!(shown["steps"], json!(["Do it."]));
+    assert_eq!(shown["steps"], json!([{ "number": 1, "text": "Do it." }]));
 }
 
 /// `submit_plan`'s description tells the model the format.

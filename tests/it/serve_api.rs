@@ -327,6 +327,9 @@ fn every_route_but_healthz_needs_the_token() {
         assert_eq!(status, StatusCode::OK);
         assert_eq!(document["openapi"], "3.1.0");
         assert!(document["paths"]["/v1/pending"]["get"].is_object());
+        // Issue 40: a session's view documents its last plan report.
+        let view = &document["components"]["schemas"]["SessionView"]["properties"];
+        assert_eq!(view["planReport"]["type"], "object", "{view}");
     });
 }
 
@@ -341,6 +344,10 @@ fn a_plan_approved_over_http_moves_the_session_to_its_target() {
             assert_eq!(entry["title"], "Add dark mode", "{kind}");
             let (_, before) = served.get(&format!("/v1/sessions/{session}")).await;
             assert_eq!(before["modeId"], "plan", "{kind}");
+            assert!(
+                before.get("planReport").is_none(),
+                "{kind}: no run of a plan yet: {before}"
+            );
             let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
             let path = format!(
                 "/v1/sessions/{session}/decisions/{}",
@@ -353,6 +360,11 @@ fn a_plan_approved_over_http_moves_the_session_to_its_target() {
             let after = served.settled(&session).await;
             assert_eq!(after["modeId"], "build", "{kind}: {after}");
             assert_eq!(after["runState"], "completed", "{kind}: {after}");
+            // Issue 40: the session shows the report of its run of the approved plan.
+            let report = &after["planReport"];
+            assert_eq!(report["modeId"], "build", "{kind}: {after}");
+            assert_eq!(report["decisionId"], entry["decisionId"], "{kind}: {after}");
+            assert_eq!(report["reason"], "completed", "{kind}: {after}");
             // The store says so too: nothing waits.
             let (_, listing) = served.get("/v1/pending").await;
             assert_eq!(listing["pending"], json!([]), "{kind}");
@@ -384,6 +396,14 @@ fn a_decision_body_with_steps_approves_only_those_steps() {
         assert_eq!(status, StatusCode::OK, "{taken}");
         assert_eq!(taken["decision"]["steps"], json!([1, 3]), "{taken}");
         assert_eq!(taken["modeId"], "build", "{taken}");
+        // The payload listed the steps by their numbers; the report counts those approved.
+        assert_eq!(entry["steps"][2]["number"], 3, "{entry}");
+        let after = served.settled(&session).await;
+        assert_eq!(
+            after["planReport"]["stepsApproved"],
+            json!([1, 3]),
+            "{after}"
+        );
     });
 }
 

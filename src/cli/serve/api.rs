@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use agent_controller::SessionError;
 use agent_controller::allowance::Allowance;
+use agent_controller::plan_report::PlanReport;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
 use agent_controller::store::{PendingEntry, PendingSummary, check_session_id};
 use axum::Router;
@@ -208,7 +209,7 @@ async fn pending(
     for summary in listing.pending.iter().skip(start).take(limit) {
         let id = summary.session_id.as_str();
         if !in_force.contains_key(id) {
-            in_force.insert(id, allowances_in_force(&server, id).await);
+            in_force.insert(id, stored_extras(&server, id).await.0);
         }
         page.push(PendingEntry {
             summary: summary.clone(),
@@ -392,7 +393,9 @@ async fn message(
     }
 }
 
-/// `GET /v1/sessions/{id}`: the session's mode, latest run and what waits.
+/// `GET /v1/sessions/{id}`: the session's mode, latest run and what waits, the allowances in
+/// force in its mode and the report of its last run of an approved plan (`planReport`, absent
+/// before one ended).
 async fn session(State(server): State<Arc<Server>>, Path(session_id): Path<String>) -> Response {
     if !is_session_id(&session_id) {
         return no_such("session");
@@ -406,29 +409,43 @@ async fn session(State(server): State<Arc<Server>>, Path(session_id): Path<Strin
         Err(e) => return refused(&e),
     };
     let mut body = json!(view);
-    let in_force = allowances_in_force(&server, &session_id).await;
+    let (in_force, report) = stored_extras(&server, &session_id).await;
     body["allowancesInForce"] = json!(in_force);
+    if let Some(report) = report {
+        body["planReport"] = json!(report);
+    }
     axum::Json(body).into_response()
 }
 
-/// The allowances in force for stored session `id` in its mode now
-/// ([`agent_controller::session::allowances_in_force`]); none, with a warning on stderr, when
-/// they cannot be read.
-async fn allowances_in_force(server: &Server, id: &str) -> Vec<Allowance> {
+/// What the record of stored session `id` adds to its view: the allowances in force in its
+/// mode now ([`agent_controller::session::allowances_in_force`]) and the report of its last
+/// run of an approved plan (the record's `planReport`). Allowances that cannot be read are
+/// none, with a warning on stderr; a record that cannot be read gives neither.
+async fn stored_extras(server: &Server, id: &str) -> (Vec<Allowance>, Option<PlanReport>) {
     let store = &*server.setup.store;
-    let read = match store.load(id).await {
-        Ok(Some(record)) => agent_controller::session::allowances_in_force(store, &record).await,
-        Ok(None) => Ok(Vec::new()),
-        Err(e) => Err(e),
-    };
-    read.unwrap_or_else(|e| {
+    let warn = |e: &dyn std::fmt::Display| {
         note!(
             "warning: serve: the allowances of session {} cannot be read, not listed: {}",
             agent_controller::display::neutralize_line(id),
             agent_controller::display::neutralize_line(&e.to_string())
         );
-        Vec::new()
-    })
+    };
+    match store.load(id).await {
+        Ok(Some(record)) => {
+            let in_force = agent_controller::session::allowances_in_force(store, &record)
+                .await
+                .unwrap_or_else(|e| {
+                    warn(&e);
+                    Vec::new()
+                });
+            (in_force, record.plan_report)
+        }
+        Ok(None) => (Vec::new(), None),
+        Err(e) => {
+            warn(&e);
+            (Vec::new(), None)
+        }
+    }
 }
 
 /// `POST /v1/sessions/{id}/cancel`: cancels the run in progress (or the next one).

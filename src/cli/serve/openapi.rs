@@ -58,7 +58,8 @@ pub(crate) fn document() -> Value {
                         "pending": { "type": "array", "items": { "type": "object" } },
                         "workspace": { "type": "string" },
                         "version": { "type": "integer", "minimum": 0 },
-                        "allowancesInForce": { "type": "array", "items": { "type": "object" }, "description": "The allowances in force in the session's mode (GET /v1/sessions/{sessionId} only)." }
+                        "allowancesInForce": { "type": "array", "items": { "type": "object" }, "description": "The allowances in force in the session's mode (GET /v1/sessions/{sessionId} only)." },
+                        "planReport": { "type": "object", "description": "The report of the session's last run of an approved plan (as `agent-controller report --json` prints it and the `plan_report` event carries it: the steps approved, done and not done, the files written inside the plan's files, the writes outside it, the declared files never touched, whether the plan file changed since approval); absent before such a run ended (GET /v1/sessions/{sessionId} only)." }
                     }
                 },
                 "DecisionTaken": {
@@ -94,7 +95,7 @@ pub(crate) fn document() -> Value {
                 "responses": { "201": json_of(session_view.clone()), "401": refusals["401"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
             } },
             "/v1/sessions/{sessionId}": { "get": {
-                "summary": "The session's mode, latest run and what waits.",
+                "summary": "The session's mode, latest run and what waits, the allowances in force and the last plan report (planReport).",
                 "parameters": [session_id],
                 "responses": { "200": json_of(session_view.clone()), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"] }
             } },

@@ -220,7 +220,8 @@ function planBody(node, shown) {
     lines.append(el("li", null, el("span", "number", String(number)), shownText("code", null, text), add));
   });
   section(node, "The plan, as written", lines);
-  if (shown.steps && shown.steps.length) section(node, "Steps", shownList(shown.steps, "steps", "ol"));
+  // Each step starts with its own number in the plan (a plan may skip one).
+  if (shown.steps && shown.steps.length) section(node, "Steps", shownList(shown.steps, "steps"));
   if (shown.scope && shown.scope.length) {
     section(node, "Files it declares it writes", shownList(shown.scope, "scope"));
   }
