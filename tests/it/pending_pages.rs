@@ -84,10 +84,12 @@ fn record(
     .expect("a record")
 }
 
-/// The stores under test: their name, the store, and what keeps it (a folder, a schema).
-fn stores() -> Vec<(&'static str, Arc<dyn SessionStore>, Box<dyn std::any::Any>)> {
-    let mut stores: Vec<(&'static str, Arc<dyn SessionStore>, Box<dyn std::any::Any>)> =
-        vec![("memory", Arc::new(MemoryStore::new()), Box::new(()))];
+/// A store under test: its name, the store, and what keeps it (a folder, a schema).
+type Tested = (&'static str, Arc<dyn SessionStore>, Box<dyn std::any::Any>);
+
+/// The stores under test.
+fn stores() -> Vec<Tested> {
+    let mut stores: Vec<Tested> = vec![("memory", Arc::new(MemoryStore::new()), Box::new(()))];
     let dir = tempfile::tempdir().expect("tmp");
     let file = FileStore::open(dir.path().join("sessions")).expect("file store");
     stores.push(("file", Arc::new(file), Box::new(dir)));
