@@ -1660,6 +1660,65 @@ impl AgentController {
             .1)
     }
 
+    /// One page of the pending decisions in the store: at most `limit` (at least one) after
+    /// `after` (the [`crate::store::PendingPage::next_cursor`] of the previous page; `None` for
+    /// the first), in [`AgentController::list_pending`]'s order, read by the store a page at a
+    /// time ([`SessionStore::list_pending_page`]). Decisions of the page whose deadline has
+    /// passed (by this controller's clock) are expired first
+    /// ([`crate::deadline::expire_due_then_page`]), so no page shows one. A cursor the client
+    /// sent as text is parsed first (`text.parse::<PendingCursor>()`), which refuses one that
+    /// is no cursor with [`crate::store::InvalidPendingCursor`].
+    ///
+    /// # Errors
+    /// [`SessionError::NoStore`], [`SessionError::Store`] when the store itself fails (never for
+    /// one unreadable record).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// use agent_controller::store::PendingCursor;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(Arc::new(agent_controller::MemoryStore::new()))
+    ///     .build()?;
+    /// for prompt in ["Add dark mode", "Fix the login"] {
+    ///     let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    ///     session.send_message(prompt).await?;
+    /// }
+    /// let first = controller.list_pending_page(None, 1).await?;
+    /// assert_eq!(first.pending.len(), 1);
+    /// let cursor: PendingCursor = first.next_cursor.expect("one more").to_string().parse()?;
+    /// let second = controller.list_pending_page(Some(&cursor), 1).await?;
+    /// assert_eq!(second.pending.len(), 1);
+    /// assert_ne!(second.pending[0].session_id, first.pending[0].session_id);
+    /// assert!(second.next_cursor.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn list_pending_page(
+        &self,
+        after: Option<&crate::store::PendingCursor>,
+        limit: usize,
+    ) -> Result<crate::store::PendingPage, SessionError> {
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        let now = (self.shared.clock)();
+        Ok(
+            crate::deadline::expire_due_then_page(&**store, now, after, limit)
+                .await?
+                .1,
+        )
+    }
+
     /// Deletes a session from the store; returns whether it existed.
     ///
     /// # Errors

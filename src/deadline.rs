@@ -166,6 +166,64 @@ pub async fn expire_due_then_list(
     Ok((expired, store.list_pending(now_ms).await?))
 }
 
+/// How many times [`expire_due_then_page`] reads a page again after expiring what it showed
+/// due; past that, the due decisions still on the page are left off it.
+const PAGE_ROUNDS: usize = 8;
+
+/// Whether `summary` waits past its deadline at `now_ms`.
+fn is_due(summary: &crate::store::PendingSummary, now_ms: u64) -> bool {
+    summary.terms.deadline_at_ms.is_some_and(|at| at <= now_ms)
+}
+
+/// [`expire_due_then_list`] for one page ([`SessionStore::list_pending_page`]): reads the page
+/// after `after`, expires the decisions on it whose deadline passed at `now` (each by a
+/// compare-and-swap save of its session, as [`expire_due`] does), and when it expired any reads
+/// the page again, so the page never shows a decision past its deadline. Only the sessions on
+/// the page are read in full: the due decisions further on expire when a page (or a listing)
+/// shows them. What `serve`'s `GET /v1/pending` and
+/// [`crate::AgentController::list_pending_page`] do.
+///
+/// # Errors
+/// As for [`expire_due`].
+pub async fn expire_due_then_page(
+    store: &dyn SessionStore,
+    now: SystemTime,
+    after: Option<&crate::store::PendingCursor>,
+    limit: usize,
+) -> Result<(Vec<ExpiredDecision>, crate::store::PendingPage), StoreError> {
+    let now_ms = millis_since_epoch(now);
+    let mut expired = Vec::new();
+    let mut rounds = 0;
+    loop {
+        let mut page = store.list_pending_page(after, limit).await?;
+        let mut due: Vec<&str> = Vec::new();
+        for summary in page.pending.iter().filter(|s| is_due(s, now_ms)) {
+            if !due.contains(&summary.session_id.as_str()) {
+                due.push(&summary.session_id);
+            }
+        }
+        if due.is_empty() {
+            return Ok((expired, page));
+        }
+        if rounds == PAGE_ROUNDS {
+            // Expired here or by another host since, but never shown.
+            page.pending.retain(|s| !is_due(s, now_ms));
+            return Ok((expired, page));
+        }
+        rounds += 1;
+        for session_id in due {
+            let (decisions, run_state) = expire_session(store, session_id, now_ms).await?;
+            for decision in decisions {
+                expired.push(ExpiredDecision {
+                    session_id: session_id.to_owned(),
+                    decision,
+                    run_state,
+                });
+            }
+        }
+    }
+}
+
 /// Expires the pending plan (or waiting tool calls) of session `session_id` if due at `now_ms`:
 /// loads the record, applies the expiry and saves it in place of the version it read. Empty
 /// when nothing was due (any more), or when another writer saved first (it applied the expiry,

@@ -9,6 +9,7 @@
 pub mod file;
 pub mod listing;
 pub mod memory;
+pub mod pending_page;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod recorded_config;
@@ -26,13 +27,14 @@ use serde::{Deserialize, Serialize};
 pub use self::file::FileStore;
 pub use self::listing::{InvalidCursor, SessionListing, SessionPage, SessionSummary, TITLE_CHARS};
 pub use self::memory::MemoryStore;
+pub use self::pending_page::{InvalidPendingCursor, PendingCursor, PendingPage};
 #[cfg(feature = "postgres")]
 pub use self::postgres::PostgresStore;
 pub use self::recorded_config::{ConfigChange, ConfigCheck, ModePowers, RecordedConfig};
 pub use self::shown::{ShownOption, ShownPending};
 #[cfg(feature = "sqlite")]
 pub use self::sqlite::SqliteStore;
-pub use self::watch::{PendingChange, PendingWatch};
+pub use self::watch::{ChangeNotices, PendingChange, PendingWatch};
 
 pub use crate::event::DecidedRecord;
 use crate::event::RunState;
@@ -1075,6 +1077,57 @@ pub trait SessionStore: Send + Sync {
         self.list_pending(0).await
     }
 
+    /// One page of [`SessionStore::list_pending_decisions`]: at most `limit` pending decisions
+    /// (at least one) after `after` (the [`PendingPage::next_cursor`] of the previous page;
+    /// `None` for the first), in the listing's order (oldest first by `updatedAt`, then session
+    /// id, then the session's own order), and the cursor of the next page while more follow.
+    /// A host that shows what waits in a big store reads one bounded page instead of every
+    /// pending decision ([`pending_page`]). Deadlines are not applied here: a host applies them
+    /// first ([`crate::deadline::expire_due_then_page`], [`crate::AgentController::list_pending_page`]).
+    ///
+    /// By default the whole listing is read and one page of it kept
+    /// ([`PendingListing::page`]), so a store of yours pages without more code; the crate's
+    /// SQLite and PostgreSQL stores read only the page (`ORDER BY updated_at, id LIMIT` from the
+    /// cursor on, through their pending index), the file store parses only the records of the
+    /// page in full.
+    ///
+    /// # Errors
+    /// As for [`SessionStore::list_pending`]. A cursor text that is no cursor never gets here:
+    /// parsing it fails first ([`InvalidPendingCursor`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{MemoryStore, SessionStore};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let page = store.list_pending_page(None, 100).await?;
+    /// assert!(page.pending.is_empty() && page.next_cursor.is_none());
+    /// # Ok::<(), agent_controller::store::StoreError>(())
+    /// # }).unwrap();
+    /// ```
+    async fn list_pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, StoreError> {
+        Ok(self.list_pending_decisions().await?.page(after, limit))
+    }
+
+    /// Notices of what this store's other handles and other processes save, when the store
+    /// pushes them: a stream of the ids of the sessions saved or deleted, each once its write is
+    /// committed, subscribed before this returns (nothing committed afterwards is missed). It
+    /// ends after an `Err` (the notices may have missed changes since: read the store again).
+    /// [`PendingWatch`] listens to it instead of polling.
+    ///
+    /// `None` by default: the store pushes nothing, and watchers poll it. PostgreSQL pushes
+    /// (`LISTEN`/`NOTIFY`).
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the subscription fails.
+    async fn change_notices(&self) -> Result<Option<ChangeNotices>, StoreError> {
+        Ok(None)
+    }
+
     /// Deletes sessions with nothing pending and no running run (an interrupted run can still
     /// be carried on) that were last saved before `before` (seconds since the Unix epoch);
     /// returns how many were deleted.
@@ -1171,6 +1224,16 @@ impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     }
     async fn list_pending_decisions(&self) -> Result<PendingListing, StoreError> {
         (**self).list_pending_decisions().await
+    }
+    async fn list_pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, StoreError> {
+        (**self).list_pending_page(after, limit).await
+    }
+    async fn change_notices(&self) -> Result<Option<ChangeNotices>, StoreError> {
+        (**self).change_notices().await
     }
     async fn expire(&self, before: u64) -> Result<usize, StoreError> {
         (**self).expire(before).await

@@ -38,9 +38,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
+use super::pending_page::PageFill;
 use super::{
-    PendingListing, SessionListing, SessionRecord, SessionStore, StoreError, UnreadableRecord,
-    check_next_version, check_session_id, decode,
+    PendingCursor, PendingListing, PendingPage, SessionListing, SessionRecord, SessionStore,
+    StoreError, UnreadableRecord, check_next_version, check_session_id, decode,
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
@@ -386,6 +387,25 @@ impl FileStore {
         })
     }
 
+    /// When the record of `id` in its file with `suffix` was saved (its `updatedAt`), read
+    /// without parsing the rest of it; a record whose stamp cannot be read that way is read
+    /// whole (an older schema is migrated, a corrupt one is the error). `None` when the file is
+    /// gone.
+    fn updated_at_of(&self, id: &str, suffix: &str) -> Result<Option<u64>, StoreError> {
+        #[derive(serde::Deserialize)]
+        struct Stamp {
+            #[serde(rename = "updatedAt")]
+            updated_at: u64,
+        }
+        let path = self.path(id, suffix);
+        if let Ok(bytes) = read_regular(&path, self.max_record_bytes)
+            && let Ok(stamp) = serde_json::from_slice::<Stamp>(&bytes)
+        {
+            return Ok(Some(stamp.updated_at));
+        }
+        Ok(self.read(id, suffix)?.map(|r| r.updated_at))
+    }
+
     /// The current record: of the possible names, the one with the highest version.
     fn read_current(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
         let mut current: Option<SessionRecord> = None;
@@ -646,6 +666,66 @@ impl SessionStore for FileStore {
             }
             listing.sort();
             Ok(listing)
+        })
+        .await
+    }
+
+    /// Reads the `updatedAt` of every `<id>.pending.json` (without parsing the rest), sorts,
+    /// and parses in full only the records of the page (from the cursor on). A record saved
+    /// between the two reads has moved on in the order and is left to a later page or listing.
+    /// The files that cannot be read, or whose names hold no session id, are reported on the
+    /// first page.
+    async fn list_pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, StoreError> {
+        let after = after.cloned();
+        self.blocking(move |store| {
+            let pending = store.names_with(PENDING_SUFFIX)?;
+            let mut unreadable = Vec::new();
+            let mut keyed: Vec<(u64, String)> = Vec::with_capacity(pending.ids.len());
+            for id in pending.ids {
+                match store.updated_at_of(&id, PENDING_SUFFIX) {
+                    Ok(Some(at)) => keyed.push((at, id)),
+                    Ok(None) => {}
+                    Err(error) => unreadable.push(UnreadableRecord::new(
+                        &id,
+                        store.path(&id, PENDING_SUFFIX).display().to_string(),
+                        &error,
+                    )),
+                }
+            }
+            keyed.sort();
+            let mut fill = PageFill::new(after.as_ref(), limit);
+            if after.is_none() {
+                for (stem, path) in &pending.odd {
+                    fill.unreadable([FileStore::odd_name(stem, path, PENDING_SUFFIX)]);
+                }
+                fill.unreadable(unreadable);
+            }
+            let start = after.as_ref().map_or(0, |c| {
+                keyed.partition_point(|(at, id)| {
+                    (*at, id.as_str()) < (c.updated_at(), c.session_id())
+                })
+            });
+            for (at, id) in &keyed[start..] {
+                match store.read_current(id) {
+                    Ok(Some(record)) if record.updated_at == *at => {
+                        if fill.session(*at, id, record.pending_summaries()) {
+                            break;
+                        }
+                    }
+                    // Saved (or deleted) since its stamp was read.
+                    Ok(_) => {}
+                    Err(error) => fill.unreadable([UnreadableRecord::new(
+                        id,
+                        store.path(id, PENDING_SUFFIX).display().to_string(),
+                        &error,
+                    )]),
+                }
+            }
+            Ok(fill.finish())
         })
         .await
     }

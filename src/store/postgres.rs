@@ -51,9 +51,11 @@ use tokio::sync::OnceCell;
 pub use self::config::{PostgresConfig, RootCerts, SslMode, is_postgres_url};
 pub use self::listen::{ChangeStream, SessionChange};
 
+use super::pending_page::PageFill;
 use super::{
-    PendingListing, PendingSummary, SessionListing, SessionRecord, SessionStore, StoreError,
-    UnreadableRecord, check_next_version, check_session_id, decode,
+    ChangeNotices, PendingCursor, PendingListing, PendingPage, PendingSummary, SessionListing,
+    SessionRecord, SessionStore, StoreError, UnreadableRecord, check_next_version,
+    check_session_id, decode,
 };
 
 /// The sessions table.
@@ -520,6 +522,82 @@ impl SessionStore for PostgresStore {
         self.list_interrupted(&client, now_ms, &mut listing).await?;
         listing.sort();
         Ok(listing)
+    }
+
+    /// Reads the page through the partial index `agent_controller_sessions_pending`: `WHERE
+    /// (updated_at, id) >= (cursor) ORDER BY updated_at, id LIMIT` a few more sessions than the
+    /// page holds (again from the last one read while a page is not full), and only the
+    /// `pending` column. Sessions are ordered by id in the database's collation. A row whose
+    /// `pending` summary cannot be read is reported on the page where it stands.
+    async fn list_pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, StoreError> {
+        let client = self.client().await?;
+        let mut fill = PageFill::new(after, limit);
+        let batch = fill.limit().saturating_add(2);
+        let batch_sql = i64::try_from(batch).unwrap_or(i64::MAX);
+        let first = self
+            .prepare(
+                &client,
+                &format!(
+                    "SELECT id, updated_at, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                     ORDER BY updated_at, id LIMIT $1"
+                ),
+            )
+            .await?;
+        let from_sql = |op: &str| {
+            format!(
+                "SELECT id, updated_at, pending::text FROM {TABLE} WHERE pending IS NOT NULL \
+                 AND (updated_at, id) {op} ($1, $2) ORDER BY updated_at, id LIMIT $3"
+            )
+        };
+        let including = self.prepare(&client, &from_sql(">=")).await?;
+        let past = self.prepare(&client, &from_sql(">")).await?;
+        // Where the next read starts: the cursor's session included, then past the last row.
+        let mut from: Option<(i64, String, bool)> =
+            after.map(|c| (to_i64(c.updated_at()), c.session_id().to_owned(), true));
+        loop {
+            let rows = match &from {
+                None => client.query(&first, &[&batch_sql]).await,
+                Some((at, id, true)) => client.query(&including, &[at, id, &batch_sql]).await,
+                Some((at, id, false)) => client.query(&past, &[at, id, &batch_sql]).await,
+            }
+            .map_err(|e| self.db(e))?;
+            for row in &rows {
+                let id: &str = row.get(0);
+                let updated_at: i64 = row.get(1);
+                match summaries(id, row.get(2)) {
+                    Ok(summaries) => {
+                        if fill.session(updated_at.max(0).cast_unsigned(), id, summaries) {
+                            return Ok(fill.finish());
+                        }
+                    }
+                    Err(error) => fill.unreadable([UnreadableRecord::new(
+                        id,
+                        format!("{TABLE} row {id}"),
+                        &error,
+                    )]),
+                }
+            }
+            match rows.last() {
+                Some(last) if rows.len() >= batch => {
+                    from = Some((last.get(1), last.get::<_, &str>(0).to_owned(), false));
+                }
+                _ => return Ok(fill.finish()),
+            }
+        }
+    }
+
+    /// Every committed save and delete, by `LISTEN` on a connection of its own
+    /// ([`PostgresStore::changes`]).
+    async fn change_notices(&self) -> Result<Option<ChangeNotices>, StoreError> {
+        use futures_util::StreamExt;
+        let changes = self.changes().await?;
+        Ok(Some(Box::pin(
+            changes.map(|change| change.map(|c| c.session_id)),
+        )))
     }
 
     /// A row whose record cannot be read is reported in `unreadable` as

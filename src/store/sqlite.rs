@@ -12,9 +12,10 @@ use async_trait::async_trait;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::pending_page::PageFill;
 use super::{
-    PendingListing, SessionListing, SessionRecord, SessionStore, StoreError, UnreadableRecord,
-    check_next_version, check_session_id, decode,
+    PendingCursor, PendingListing, PendingPage, SessionListing, SessionRecord, SessionStore,
+    StoreError, UnreadableRecord, check_next_version, check_session_id, decode,
 };
 
 /// Sessions in an SQLite database file.
@@ -91,6 +92,8 @@ impl SqliteStore {
                  record TEXT NOT NULL
              );
              CREATE INDEX IF NOT EXISTS sessions_pending ON sessions (pending) WHERE pending = 1;
+             CREATE INDEX IF NOT EXISTS sessions_pending_order ON sessions (updated_at, id)
+                 WHERE pending = 1;
              CREATE TABLE IF NOT EXISTS workspace_allowances (
                  id TEXT PRIMARY KEY,
                  workspace TEXT NOT NULL,
@@ -310,6 +313,88 @@ impl SessionStore for SqliteStore {
             list_interrupted(conn, now_ms, &mut listing)?;
             listing.sort();
             Ok(listing)
+        })
+        .await
+    }
+
+    /// Reads the page through the partial index `sessions_pending_order` on `(updated_at, id)
+    /// WHERE pending = 1`: `WHERE (updated_at, id) >= (cursor) ORDER BY updated_at, id LIMIT` a
+    /// few more sessions than the page holds (again from the last one read while a page is not
+    /// full); only those records are parsed. A row whose record cannot be read is reported on
+    /// the page where it stands, as `sessions row ID`.
+    async fn list_pending_page(
+        &self,
+        after: Option<&PendingCursor>,
+        limit: usize,
+    ) -> Result<PendingPage, StoreError> {
+        let after = after.cloned();
+        self.with(move |conn| {
+            let mut fill = PageFill::new(after.as_ref(), limit);
+            let batch = fill.limit().saturating_add(2);
+            let batch_sql = i64::try_from(batch).unwrap_or(i64::MAX);
+            // Where the next read starts: the cursor's session included, then past the last row.
+            let mut from: Option<(i64, String, bool)> = after.as_ref().map(|c| {
+                (
+                    i64::try_from(c.updated_at()).unwrap_or(i64::MAX),
+                    c.session_id().to_owned(),
+                    true,
+                )
+            });
+            loop {
+                let (sql, at, id) = match &from {
+                    None => (
+                        "SELECT id, updated_at, record FROM sessions WHERE pending = 1
+                         ORDER BY updated_at, id LIMIT ?3",
+                        0,
+                        String::new(),
+                    ),
+                    Some((at, id, true)) => (
+                        "SELECT id, updated_at, record FROM sessions WHERE pending = 1
+                         AND (updated_at, id) >= (?1, ?2) ORDER BY updated_at, id LIMIT ?3",
+                        *at,
+                        id.clone(),
+                    ),
+                    Some((at, id, false)) => (
+                        "SELECT id, updated_at, record FROM sessions WHERE pending = 1
+                         AND (updated_at, id) > (?1, ?2) ORDER BY updated_at, id LIMIT ?3",
+                        *at,
+                        id.clone(),
+                    ),
+                };
+                let mut stmt = conn.prepare_cached(sql).map_err(db)?;
+                let rows = stmt
+                    .query_map(params![at, id, batch_sql], |row| {
+                        let id = key_text(row.get_ref(0)?);
+                        let updated_at: i64 = row.get(1)?;
+                        let record = decode_column(&id, row.get_ref(2)?);
+                        Ok((id, updated_at, record))
+                    })
+                    .map_err(db)?;
+                let mut read = 0;
+                let mut last: Option<(i64, String)> = None;
+                for row in rows {
+                    let (id, updated_at, record) = row.map_err(db)?;
+                    read += 1;
+                    match record {
+                        Ok(record) => {
+                            let at = updated_at.max(0).cast_unsigned();
+                            if fill.session(at, &id, record.pending_summaries()) {
+                                return Ok(fill.finish());
+                            }
+                        }
+                        Err(error) => fill.unreadable([UnreadableRecord::new(
+                            &id,
+                            format!("sessions row {id}"),
+                            &error,
+                        )]),
+                    }
+                    last = Some((updated_at, id));
+                }
+                match last {
+                    Some((at, id)) if read >= batch => from = Some((at, id, false)),
+                    _ => return Ok(fill.finish()),
+                }
+            }
         })
         .await
     }

@@ -627,6 +627,39 @@ async fn list(store: &dyn SessionStore) -> Result<PendingListing, String> {
         .map_err(|e| format!("list_pending failed: {e}"))
 }
 
+/// `session/decision` of every pending decision on the pages of at most `limit` that
+/// [`SessionStore::list_pending_page`] gives, following each page's cursor as a client would
+/// (through its text).
+async fn pages(store: &dyn SessionStore, limit: usize) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    let mut after: Option<crate::store::PendingCursor> = None;
+    for _ in 0..100_000 {
+        let page = store
+            .list_pending_page(after.as_ref(), limit)
+            .await
+            .map_err(|e| format!("list_pending_page failed: {e}"))?;
+        ensure!(
+            page.pending.len() <= limit,
+            "list_pending_page with limit {limit} gave {} decisions",
+            page.pending.len()
+        );
+        keys.extend(
+            page.pending
+                .iter()
+                .map(|p| format!("{}/{}", p.session_id, p.decision_id)),
+        );
+        match page.next_cursor {
+            Some(next) => {
+                after = Some(next.to_string().parse().map_err(|e| {
+                    format!("list_pending_page gave a cursor that does not parse back: {e}")
+                })?);
+            }
+            None => return Ok(keys),
+        }
+    }
+    Err("list_pending_page never gave a last page (one without next_cursor)".to_owned())
+}
+
 /// The failure text for a save that should have been refused as a conflict.
 /// `Ok` when `got` is the [`StoreError::Conflict`] a compare-and-swap store refuses `what`
 /// with; else what went wrong.
@@ -959,6 +992,18 @@ async fn list_pending(store: &dyn SessionStore, prefix: &str) -> Result<(), Stri
              waiting for approval once, oldest first (by updatedAt), and no idle session: \
              {want:?}"
         );
+        for limit in [1, 2, 3] {
+            let paged: Vec<String> = pages(store, limit)
+                .await?
+                .into_iter()
+                .filter(|k| k.starts_with(&prefix))
+                .collect();
+            ensure!(
+                paged == want,
+                "list_pending_page with limit {limit} gave {paged:?} over its pages; they must \
+                 hold every pending decision once, in list_pending's order: {want:?}"
+            );
+        }
         ensure!(
             unreadable.is_empty(),
             "healthy records were reported unreadable: {unreadable:?}"

@@ -67,6 +67,7 @@ mod mcp_config;
 mod model_choice;
 mod model_input;
 mod openai;
+mod pending_pages;
 mod plan_comments;
 mod plan_report;
 mod plan_scope;

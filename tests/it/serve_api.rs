@@ -1020,6 +1020,67 @@ fn ten_thousand_pending_decisions_come_a_bounded_page_at_a_time() {
     });
 }
 
+/// `GET /v1/pending` pages in the store itself on every store: pages of any size cover what
+/// waits once each, in the order of the whole list, and a cursor the server did not give is 422.
+#[test]
+fn pages_of_pending_decisions_cover_each_once_in_order_on_every_store() {
+    let ws = Workspace::new();
+    for (kind, spec, _keep) in stores(&ws) {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(async {
+            for _ in 0..4 {
+                served.plan_waiting().await;
+            }
+            let key = |e: &Value| format!("{}/{}", e["sessionId"], e["decisionId"]);
+            let (status, whole) = served.get("/v1/pending?limit=1000").await;
+            assert_eq!(status, StatusCode::OK, "{kind}: {whole}");
+            assert!(whole.get("nextCursor").is_none(), "{kind}: {whole}");
+            let all: Vec<String> = whole["pending"]
+                .as_array()
+                .expect("a page")
+                .iter()
+                .map(key)
+                .collect();
+            assert_eq!(all.len(), 4, "{kind}: {whole}");
+            for limit in [1, 3] {
+                let mut seen = Vec::new();
+                let mut cursor: Option<String> = None;
+                loop {
+                    let path = match &cursor {
+                        Some(c) => format!("/v1/pending?limit={limit}&cursor={c}"),
+                        None => format!("/v1/pending?limit={limit}"),
+                    };
+                    let (status, page) = served.get(&path).await;
+                    assert_eq!(status, StatusCode::OK, "{kind}: {page}");
+                    let entries = page["pending"].as_array().expect("a page");
+                    assert!(entries.len() <= limit, "{kind}: {page}");
+                    seen.extend(entries.iter().map(key));
+                    match page["nextCursor"].as_str() {
+                        Some(next) => cursor = Some(encoded(next)),
+                        None => break,
+                    }
+                    assert!(seen.len() <= all.len(), "{kind}: the pages end");
+                }
+                assert_eq!(seen, all, "{kind}, limit {limit}");
+            }
+            for bad in [
+                "garbage",
+                "1.s1",
+                "x.s1.decision_1",
+                "1.a%2Fb.decision_1",
+                "1.s1.",
+            ] {
+                let (status, body) = served.get(&format!("/v1/pending?cursor={bad}")).await;
+                assert_eq!(
+                    status,
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "{kind}: {bad}: {body}"
+                );
+            }
+        });
+    }
+}
+
 #[test]
 fn a_hundred_sse_clients_each_get_every_event_and_one_that_reads_nothing_holds_none_up() {
     const CLIENTS: usize = 100;

@@ -11,7 +11,7 @@ use agent_controller::SessionError;
 use agent_controller::allowance::Allowance;
 use agent_controller::plan_report::PlanReport;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
-use agent_controller::store::{PendingEntry, PendingSummary, check_session_id};
+use agent_controller::store::{PendingCursor, PendingEntry, check_session_id};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -183,81 +183,43 @@ async fn pending(
             "`limit` is 1 to 1000",
         );
     }
+    let after = match query.cursor.as_deref().map(str::parse::<PendingCursor>) {
+        None => None,
+        Some(Ok(cursor)) => Some(cursor),
+        Some(Err(_)) => {
+            return failure(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_input",
+                "`cursor` is not one this server gave",
+            );
+        }
+    };
     let controller = match server.controller(&server.root) {
         Ok(controller) => controller,
         Err(e) => return refused(&e),
     };
-    let listing = match controller.list_pending().await {
-        Ok(listing) => listing,
+    let page = match controller.list_pending_page(after.as_ref(), limit).await {
+        Ok(page) => page,
         Err(e) => return refused(&e),
     };
-    let start = match &query.cursor {
-        None => 0,
-        Some(cursor) => match after_cursor(&listing.pending, cursor) {
-            Some(start) => start,
-            None => {
-                return failure(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    "invalid_input",
-                    "`cursor` is not one this server gave",
-                );
-            }
-        },
-    };
     let mut in_force: HashMap<&str, Vec<Allowance>> = HashMap::new();
-    let mut page: Vec<PendingEntry> = Vec::new();
-    for summary in listing.pending.iter().skip(start).take(limit) {
+    let mut entries: Vec<PendingEntry> = Vec::with_capacity(page.pending.len());
+    for summary in &page.pending {
         let id = summary.session_id.as_str();
         if !in_force.contains_key(id) {
             in_force.insert(id, stored_extras(&server, id).await.0);
         }
-        page.push(PendingEntry {
+        entries.push(PendingEntry {
             summary: summary.clone(),
             allowances_in_force: in_force.get(id).cloned().unwrap_or_default(),
         });
     }
-    let next = (start + page.len() < listing.pending.len())
-        .then(|| page.last().map(|p| cursor_of(&p.summary)))
-        .flatten();
-    let page: Vec<Value> = page.iter().map(super::page::with_shown).collect();
-    let mut body = json!({ "pending": page });
-    if let Some(next) = next {
-        body["nextCursor"] = Value::String(next);
+    let entries: Vec<Value> = entries.iter().map(super::page::with_shown).collect();
+    let mut body = json!({ "pending": entries });
+    if let Some(next) = &page.next_cursor {
+        body["nextCursor"] = Value::String(next.to_string());
     }
     axum::Json(body).into_response()
-}
-
-/// The cursor after `summary`: when it was saved, its session and its decision.
-fn cursor_of(summary: &PendingSummary) -> String {
-    format!(
-        "{}.{}.{}",
-        summary.updated_at, summary.session_id, summary.decision_id
-    )
-}
-
-/// Where the page after `cursor` starts in `pending` (ordered by `updatedAt`, then session):
-/// after the decision it names, or, when that one was decided since, after every decision
-/// listed before where it stood. `None` for a cursor that is no cursor.
-fn after_cursor(pending: &[PendingSummary], cursor: &str) -> Option<usize> {
-    let mut parts = cursor.splitn(3, '.');
-    let updated_at: u64 = parts.next()?.parse().ok()?;
-    let session_id = parts.next()?;
-    let decision_id = parts.next()?;
-    if !is_session_id(session_id) || !is_decision_id(decision_id) {
-        return None;
-    }
-    if let Some(at) = pending
-        .iter()
-        .position(|p| p.session_id == session_id && p.decision_id == decision_id)
-    {
-        return Some(at + 1);
-    }
-    Some(
-        pending
-            .iter()
-            .position(|p| (p.updated_at, p.session_id.as_str()) > (updated_at, session_id))
-            .unwrap_or(pending.len()),
-    )
 }
 
 /// `POST /v1/sessions/{sessionId}/decisions/{decisionId}`: the decision JSON `decide --json`
@@ -500,30 +462,6 @@ async fn openapi() -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn summary(updated_at: u64, session: &str, decision: &str) -> PendingSummary {
-        serde_json::from_value(json!({
-            "sessionId": session, "runId": "run_1", "toolCallId": "call_1", "kind": "plan",
-            "decisionId": decision, "modeId": "plan", "targetModeId": "build", "title": "",
-            "updatedAt": updated_at
-        }))
-        .expect("as expected")
-    }
-
-    #[test]
-    fn a_cursor_resumes_after_its_decision_or_where_it_stood() {
-        let list = [
-            summary(1, "a", "decision_1"),
-            summary(2, "b", "decision_1"),
-            summary(3, "c", "decision_1"),
-        ];
-        assert_eq!(after_cursor(&list, &cursor_of(&list[0])), Some(1));
-        // `b` was decided since: the page starts where it stood.
-        let gone = [list[0].clone(), list[2].clone()];
-        assert_eq!(after_cursor(&gone, &cursor_of(&list[1])), Some(1));
-        assert_eq!(after_cursor(&list, "garbage"), None);
-        assert_eq!(after_cursor(&list, "1.../x.decision_1"), None);
-    }
 
     #[test]
     fn ids_that_are_no_ids_are_refused() {

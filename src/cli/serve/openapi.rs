@@ -82,7 +82,7 @@ pub(crate) fn document() -> Value {
                 "summary": "Every pending decision of the store, oldest first, a page at a time.",
                 "parameters": [
                     { "name": "limit", "in": "query", "schema": { "type": "integer", "minimum": 1, "maximum": 1000, "default": 100 } },
-                    { "name": "cursor", "in": "query", "schema": { "type": "string" } }
+                    { "name": "cursor", "in": "query", "description": "The `nextCursor` of the previous page (`UPDATED_AT.SESSION_ID.DECISION_ID`); any other text is 422.", "schema": { "type": "string" } }
                 ],
                 "responses": {
                     "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" } } })),

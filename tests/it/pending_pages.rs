@@ -1,0 +1,427 @@
+//! The pending decisions a page at a time (`SessionStore::list_pending_page`), on every store:
+//! the pages cover every pending decision exactly once, in the listing's order, whatever the
+//! page size; a cursor that is no cursor is a typed error; no page shows a decision past its
+//! deadline (`deadline::expire_due_then_page`); and a watch on PostgreSQL hears another
+//! process's decision by notice, not by polling.
+
+use crate::common;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use agent_controller::deadline;
+use agent_controller::store::{
+    FileStore, InvalidPendingCursor, MemoryStore, PendingChange, PendingCursor, PendingWatch,
+    SCHEMA_VERSION, SessionRecord, SessionStore,
+};
+use serde_json::{Value, json};
+
+/// A record of session `id` saved at `updated_at`: a plan waiting (with a deadline at
+/// `deadline_ms` when given) when `calls` is 0, else `calls` tool calls waiting; nothing
+/// waiting with `idle`.
+fn record(
+    id: &str,
+    updated_at: u64,
+    calls: usize,
+    deadline_ms: Option<u64>,
+    idle: bool,
+) -> SessionRecord {
+    let sha = agent_controller::tool::submit_plan::sha256_hex(
+        format!("# Plan of {id}\n\n1. step\n").as_bytes(),
+    );
+    let mut payload = json!({
+        "path": ".agent/plans/p.md",
+        "title": format!("Plan of {id}"),
+        "plan": "1. step",
+        "sha256": sha,
+        "targetModeId": "build",
+        "decisionId": "decision_1",
+    });
+    if let Some(at) = deadline_ms {
+        payload["approvalTimeout"] = json!("1h");
+        payload["deadlineAtMs"] = json!(at);
+    }
+    let plan = (!idle && calls == 0).then(|| {
+        json!({
+            "runId": "run_1", "toolCallId": "call_1", "toolName": "submit_plan",
+            "suspendPayload": payload,
+        })
+    });
+    let tool_calls: Vec<Value> = if idle {
+        Vec::new()
+    } else {
+        (1..=calls)
+            .map(|n| {
+                let args = json!({ "path": format!("f{n}.txt"), "content": "x" });
+                json!({
+                    "runId": "run_1", "toolCallId": format!("call_{n}"),
+                    "suspendPayload": {
+                        "decisionId": format!("decision_{n}"),
+                        "toolName": "write_file",
+                        "argsSha256": agent_controller::jcs::sha256(&args),
+                        "args": args,
+                    },
+                })
+            })
+            .collect()
+    };
+    let waiting = !idle;
+    serde_json::from_value(json!({
+        "schemaVersion": SCHEMA_VERSION,
+        "sessionId": id,
+        "version": 1,
+        "configFingerprint": "pages",
+        "modeId": "plan",
+        "messages": [{"role": "user", "content": format!("task of {id}")}],
+        "runCounter": 1,
+        "run": {"runId": "run_1", "state": if waiting { "suspended" } else { "completed" }},
+        "pending": plan,
+        "pendingToolCalls": tool_calls,
+        "lastDecided": null,
+        "decisionCounter": calls.max(1),
+        "updatedAt": updated_at,
+    }))
+    .expect("a record")
+}
+
+/// A store under test: its name, the store, and what keeps it (a folder, a schema).
+type Tested = (&'static str, Arc<dyn SessionStore>, Box<dyn std::any::Any>);
+
+/// The stores under test.
+fn stores() -> Vec<Tested> {
+    let mut stores: Vec<Tested> = vec![("memory", Arc::new(MemoryStore::new()), Box::new(()))];
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = FileStore::open(dir.path().join("sessions")).expect("file store");
+    stores.push(("file", Arc::new(file), Box::new(dir)));
+    #[cfg(feature = "sqlite")]
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        let sqlite = agent_controller::store::SqliteStore::open(dir.path().join("s.db"))
+            .expect("sqlite store");
+        stores.push(("sqlite", Arc::new(sqlite), Box::new(dir)));
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = common::postgres::TestSchema::new() {
+        let store = agent_controller::store::PostgresStore::open(
+            agent_controller::store::postgres::PostgresConfig::from_url(&schema.url).expect("url"),
+        )
+        .expect("postgres store");
+        stores.push(("postgres", Arc::new(store), Box::new(schema)));
+    }
+    stores
+}
+
+/// `session/decision` of each pending decision.
+fn keys<'a>(
+    pending: impl IntoIterator<Item = &'a agent_controller::store::PendingSummary>,
+) -> Vec<String> {
+    pending
+        .into_iter()
+        .map(|p| format!("{}/{}", p.session_id, p.decision_id))
+        .collect()
+}
+
+/// Every page of `store` of at most `limit`, each cursor handed back as text.
+async fn all_pages(store: &dyn SessionStore, limit: usize) -> Vec<Vec<String>> {
+    let mut pages = Vec::new();
+    let mut after: Option<PendingCursor> = None;
+    loop {
+        let page = store
+            .list_pending_page(after.as_ref(), limit)
+            .await
+            .expect("a page");
+        assert!(
+            page.pending.len() <= limit,
+            "{limit}: {:?}",
+            keys(&page.pending)
+        );
+        pages.push(keys(&page.pending));
+        match page.next_cursor {
+            Some(next) => after = Some(next.to_string().parse().expect("its own cursor")),
+            None => return pages,
+        }
+        assert!(pages.len() <= 200, "the pages end");
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+#[test]
+fn pages_cover_every_pending_decision_once_in_order_on_every_store() {
+    runtime().block_on(async {
+        for (name, store, _keep) in stores() {
+            // 40 sessions, three saved in each second (ties broken by id), every fifth with three
+            // tool calls waiting, every seventh idle.
+            for i in 0..40 {
+                let id = format!("s-{:02}", 39 - i);
+                let calls = if i % 5 == 0 { 3 } else { 0 };
+                let r = record(&id, 100 + i / 3, calls, None, i % 7 == 3);
+                store.save(&r, None).await.expect("save");
+            }
+            let listing = store.list_pending_decisions().await.expect("listing");
+            let all = keys(&listing.pending);
+            assert_eq!(all.len(), 34 + 7 * 2, "{name}: {all:?}");
+            for limit in [1, 2, 3, 7, 50, 1000] {
+                let pages = all_pages(&*store, limit).await;
+                assert_eq!(
+                    pages.len(),
+                    all.len().div_ceil(limit),
+                    "{name}, limit {limit}"
+                );
+                let seen: Vec<String> = pages.into_iter().flatten().collect();
+                assert_eq!(seen, all, "{name}, limit {limit}: once each, in order");
+            }
+            // Between two pages a decision is taken on the first page and one further on, and
+            // a listed session is saved again (later now): every session left unchanged is
+            // listed exactly once, and nothing decided shows.
+            let first = store.list_pending_page(None, 4).await.expect("page");
+            let shown = keys(&first.pending);
+            let first_id = first.pending[0].session_id.clone();
+            let later_id = listing.pending[30].session_id.clone();
+            let resaved_id = first.pending[3].session_id.clone();
+            for (id, idle) in [(&first_id, true), (&later_id, true), (&resaved_id, false)] {
+                let r = store.load(id).await.expect("load").expect("saved");
+                let calls = r.pending_tool_calls.len();
+                let mut next = record(id, 500, calls, None, idle);
+                next.version = r.version + 1;
+                store.save(&next, Some(r.version)).await.expect("save");
+            }
+            let mut rest = Vec::new();
+            let mut after = first.next_cursor.clone();
+            loop {
+                let page = store
+                    .list_pending_page(after.as_ref(), 4)
+                    .await
+                    .expect("a page");
+                rest.extend(keys(&page.pending));
+                after = page.next_cursor;
+                if after.is_none() {
+                    break;
+                }
+            }
+            let unchanged: Vec<&String> = all
+                .iter()
+                .filter(|k| !shown.contains(k))
+                .filter(|k| {
+                    ![&first_id, &later_id, &resaved_id]
+                        .iter()
+                        .any(|id| k.starts_with(&format!("{id}/")))
+                })
+                .collect();
+            for key in &unchanged {
+                assert_eq!(
+                    rest.iter().filter(|k| k == key).count(),
+                    1,
+                    "{name}: {key} listed once after the first page: {rest:?}"
+                );
+            }
+            assert!(
+                !rest.iter().any(|k| k.starts_with(&format!("{later_id}/"))),
+                "{name}: a decided session is not listed: {rest:?}"
+            );
+            assert!(
+                rest.last()
+                    .is_some_and(|k| k.starts_with(&format!("{resaved_id}/"))),
+                "{name}: the session saved again comes last: {rest:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn a_cursor_that_is_no_cursor_is_a_typed_error() {
+    for bad in [
+        "",
+        "garbage",
+        "12.s1",
+        "12..decision_1",
+        "-1.s1.decision_1",
+        "12.../etc.decision_1",
+        "12.s1.decision 1",
+        "12.s1.\u{1b}[2J",
+    ] {
+        let err: InvalidPendingCursor = bad.parse::<PendingCursor>().expect_err(bad);
+        assert!(
+            err.to_string().contains("is not a pending-decision cursor"),
+            "{bad:?}: {err}"
+        );
+        assert!(!err.to_string().contains('\u{1b}'), "{err}");
+    }
+    let cursor: PendingCursor = "12.s1.decision_1".parse().expect("a cursor");
+    assert_eq!(
+        serde_json::to_value(&cursor).expect("json"),
+        json!("12.s1.decision_1")
+    );
+    assert!(serde_json::from_value::<PendingCursor>(json!("12.s1")).is_err());
+}
+
+#[test]
+fn a_page_never_shows_a_decision_past_its_deadline() {
+    runtime().block_on(async {
+        let now = SystemTime::now();
+        let now_ms = u64::try_from(
+            now.duration_since(UNIX_EPOCH)
+                .expect("after 1970")
+                .as_millis(),
+        )
+        .expect("ms");
+        for (name, store, _keep) in stores() {
+            // Oldest first: two past their deadline, one without, one not yet due.
+            for (id, at, deadline) in [
+                ("due-1", 10, Some(now_ms - 1)),
+                ("due-2", 11, Some(now_ms - 60_000)),
+                ("open", 12, None),
+                ("later", 13, Some(now_ms + 3_600_000)),
+            ] {
+                store
+                    .save(&record(id, at, 0, deadline, false), None)
+                    .await
+                    .expect("save");
+            }
+            let (expired, page) = deadline::expire_due_then_page(&*store, now, None, 1)
+                .await
+                .expect("a page");
+            assert_eq!(keys(&page.pending), ["open/decision_1"], "{name}");
+            let mut gone: Vec<&str> = expired.iter().map(|e| e.session_id.as_str()).collect();
+            gone.sort_unstable();
+            assert_eq!(gone, ["due-1", "due-2"], "{name}");
+            for id in ["due-1", "due-2"] {
+                let r = store.load(id).await.expect("load").expect("kept");
+                assert!(!r.has_pending(), "{name}: {id} expired in the store");
+            }
+            let next = page.next_cursor.expect("one more page");
+            let (expired, page) = deadline::expire_due_then_page(&*store, now, Some(&next), 1)
+                .await
+                .expect("a page");
+            assert!(expired.is_empty(), "{name}");
+            assert_eq!(keys(&page.pending), ["later/decision_1"], "{name}");
+            assert!(page.next_cursor.is_none(), "{name}");
+        }
+    });
+}
+
+/// A file that is no record is reported on the first page only; the others page on.
+#[test]
+fn an_unreadable_record_is_reported_on_the_first_page_of_the_file_store() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = FileStore::open(dir.path()).expect("store");
+        for (id, at) in [("a", 1), ("b", 2)] {
+            store
+                .save(&record(id, at, 0, None, false), None)
+                .await
+                .expect("save");
+        }
+        std::fs::write(dir.path().join("bad.pending.json"), "not json").expect("plant");
+        let first = store.list_pending_page(None, 1).await.expect("page");
+        assert_eq!(keys(&first.pending), ["a/decision_1"]);
+        assert_eq!(first.unreadable.len(), 1, "{:?}", first.unreadable);
+        assert_eq!(first.unreadable[0].session_id, "bad");
+        let second = store
+            .list_pending_page(first.next_cursor.as_ref(), 1)
+            .await
+            .expect("page");
+        assert_eq!(keys(&second.pending), ["b/decision_1"]);
+        assert!(second.unreadable.is_empty());
+    });
+}
+
+#[test]
+fn a_store_without_notices_is_polled() {
+    runtime().block_on(async {
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let watch = PendingWatch::new(store, Duration::from_millis(10))
+            .await
+            .expect("watch");
+        assert!(!watch.is_notified());
+    });
+}
+
+/// Two stores on one PostgreSQL schema, as two processes hold them: what one saves reaches a
+/// watch on the other by `NOTIFY`. The watch polls once an hour, so only a notice can bring it
+/// within the test's patience, and the changes come in the order they were committed.
+#[cfg(feature = "postgres")]
+#[test]
+fn a_decision_saved_by_another_process_reaches_a_postgres_watch_by_notice() {
+    use agent_controller::store::PostgresStore;
+    let Some(schema) = common::postgres::TestSchema::new() else {
+        return;
+    };
+    runtime().block_on(async {
+        let here = PostgresStore::connect(&schema.url).await.expect("connect");
+        let there = PostgresStore::connect(&schema.url).await.expect("connect");
+        there
+            .save(&record("before", 1, 0, None, false), None)
+            .await
+            .expect("save");
+        let mut watch = PendingWatch::new(Arc::new(here), Duration::from_secs(3600))
+            .await
+            .expect("watch");
+        assert!(watch.is_notified());
+        let patience = Duration::from_secs(60);
+        // A plan starts waiting there.
+        there
+            .save(&record("w1", 2, 0, None, false), None)
+            .await
+            .expect("save");
+        let changes = tokio::time::timeout(patience, watch.changes())
+            .await
+            .expect("heard without polling")
+            .expect("changes");
+        assert!(
+            matches!(&changes[..], [PendingChange::DecisionWaiting { session_id, decision_id, .. }]
+                if session_id == "w1" && decision_id == "decision_1"),
+            "{changes:?}"
+        );
+        // Then, in this order: two tool calls wait in `w2`, and `before` is decided.
+        there
+            .save(&record("w2", 3, 2, None, false), None)
+            .await
+            .expect("save");
+        let mut decided = record("before", 4, 0, None, true);
+        decided.version = 2;
+        decided.mode_id = "build".to_owned();
+        there.save(&decided, Some(1)).await.expect("decide");
+        let mut heard: Vec<PendingChange> = Vec::new();
+        while heard.len() < 3 {
+            let more = tokio::time::timeout(patience, watch.changes())
+                .await
+                .expect("heard without polling")
+                .expect("changes");
+            heard.extend(more);
+        }
+        let shown: Vec<(String, String, &str)> = heard
+            .iter()
+            .map(|c| match c {
+                PendingChange::DecisionWaiting {
+                    session_id,
+                    decision_id,
+                    ..
+                } => (session_id.clone(), decision_id.clone(), "waiting"),
+                PendingChange::DecisionSettled {
+                    session_id,
+                    decision_id,
+                    mode_id,
+                } => {
+                    assert_eq!(mode_id.as_deref(), Some("build"));
+                    (session_id.clone(), decision_id.clone(), "settled")
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("w2".to_owned(), "decision_1".to_owned(), "waiting"),
+                ("w2".to_owned(), "decision_2".to_owned(), "waiting"),
+                ("before".to_owned(), "decision_1".to_owned(), "settled"),
+            ]
+        );
+    });
+}
