@@ -221,6 +221,29 @@ async fn a_command_reviewer_that_may_decide_approves_the_plan_it_saw() {
 }
 
 #[tokio::test]
+async fn under_a_quorum_a_reviewers_approval_never_counts_and_the_people_decide() {
+    let world = World::new(&answering(
+        r#"{"decision": "approve", "reason": "fine by me"}"#,
+    ));
+    let config = config("decide", "10s").replace(
+        "reviewerMay = \"decide\"\n\n[[modes]]",
+        "reviewerMay = \"decide\"\napprovers = 2\n\n[[modes]]",
+    );
+    assert!(config.contains("approvers = 2"), "{config}");
+    let (outcome, session) = submit(&world, &config, "building").await;
+    assert!(
+        matches!(outcome, RunOutcome::Suspended { .. }),
+        "the plan waits for two people: {outcome:?}"
+    );
+    assert_eq!(session.mode().id(), "plan");
+    assert!(session.decision_history().is_empty(), "nothing decided");
+    // The people see the reviewer's approval as advice.
+    let review = plan_review(&session).expect("the verdict is shown");
+    assert_eq!(review.decision, ReviewDecision::Approve);
+    assert!(!review.decided);
+}
+
+#[tokio::test]
 async fn a_command_reviewer_that_may_decide_rejects_with_its_reason_as_feedback() {
     let world = World::new(&answering(
         r#"{"decision": "reject", "reason": "step 2 names no test"}"#,
