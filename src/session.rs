@@ -892,6 +892,10 @@ pub struct Session {
     /// The children of the running reply's `subagent` calls that wait for the user, each with
     /// its call's position in the reply, as they settle: the run suspends on them.
     pub(crate) waiting_children: Mutex<Vec<(usize, crate::machine::state::WaitingChild)>>,
+    /// The writes the children of this session's `subagent` calls noted in their copies of
+    /// the approved plan's ledger, as they ended, until the session takes them into its own
+    /// ([`Session::note_child_plan_writes`]).
+    pub(crate) child_plan_writes: subagent::ChildPlanWrites,
     /// The save of the change in progress, while it runs, with the state it saves.
     saving: Option<Saving>,
     /// The buffer of the last change's events, kept for the next change of a running run.
@@ -975,6 +979,7 @@ impl Session {
             reply_hooks: Vec::new(),
             subagent_results: Mutex::new(Vec::new()),
             waiting_children: Mutex::new(Vec::new()),
+            child_plan_writes: subagent::ChildPlanWrites::default(),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,
@@ -1156,6 +1161,7 @@ impl Session {
             reply_hooks: Vec::new(),
             subagent_results: Mutex::new(Vec::new()),
             waiting_children: Mutex::new(Vec::new()),
+            child_plan_writes: subagent::ChildPlanWrites::default(),
             saving: None,
             spare_events: Vec::new(),
             last_finish: None,

@@ -28,6 +28,10 @@ pub(crate) struct Config<'a> {
     /// The id of the controller's own model, when the host names it
     /// ([`crate::controller::AgentControllerBuilder::model_id`]).
     pub(crate) own_model: Option<&'a str>,
+    /// Whether the session is a subagent's child: its plan ledger is its parent's copy
+    /// ([`State::child_plan_ledger`]), whose writes go to the parent's report, so it reports
+    /// nothing of its own.
+    pub(crate) child: bool,
 }
 
 /// Who takes a run's lease, and for how long.
@@ -248,6 +252,7 @@ mod tests {
             max_revisions: 1,
             lease: None,
             own_model: None,
+            child: false,
         };
         assert_eq!(&*config.runtime(plan).id, "plan");
         assert_eq!(&*config.runtime(build).id, "build");

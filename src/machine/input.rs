@@ -149,6 +149,15 @@ pub(crate) enum Input {
         /// How it was ruled.
         ruled: super::ledger::WriteRuled,
     },
+    /// The child `child_id` of a `subagent` call ended having noted `writes` in its copy of
+    /// the approved plan's ledger ([`super::state::State::child_plan_ledger`]): they go to
+    /// this session's ledger, for its report. Next: nothing.
+    ChildPlanWrites {
+        /// The child's id.
+        child_id: Arc<str>,
+        /// The writes it noted, each as it was ruled and settled.
+        writes: Vec<crate::plan_report::PlanWrite>,
+    },
     /// The calls of the assistant message at `at` from `from` on are not executed: the run
     /// suspends on a plan first (`tool_start` and `tool_end` for each, saying so).
     SkipRest {
@@ -356,6 +365,7 @@ impl Input {
                 | Input::RefusedApproved { .. }
                 | Input::SkipRest { .. }
                 | Input::PlanWrite { .. }
+                | Input::ChildPlanWrites { .. }
         )
     }
 
@@ -450,6 +460,10 @@ impl Change<'_> {
                 ruled,
             } => {
                 self.note_plan_write(tool_call_id, &tool_name, &written, ruled);
+                Next::Nothing
+            }
+            Input::ChildPlanWrites { child_id, writes } => {
+                self.note_child_plan_writes(&child_id, writes);
                 Next::Nothing
             }
             Input::SkipRest { run_id, at, from } => {

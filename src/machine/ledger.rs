@@ -52,6 +52,17 @@ impl State {
         self.plan_ledger = (ledger.files.is_some() || !ledger.steps.is_empty()).then_some(ledger);
     }
 
+    /// The ledger a child started by a `subagent` call of the current mode notes its writes
+    /// in: a copy of this one without its writes (a child's writes are bound as the
+    /// parent's, and ruled by the same rule, [`Change::note_plan_write`]); its parent takes
+    /// them back as the child ends ([`Change::note_child_plan_writes`]). `None` without one.
+    pub(crate) fn child_plan_ledger(&self) -> Option<PlanLedger> {
+        self.plan_ledger.as_ref().map(|ledger| PlanLedger {
+            writes: Vec::new(),
+            ..ledger.clone()
+        })
+    }
+
     /// Settles the write `tool_call_id` noted while it waited: `approved` or not.
     pub(crate) fn settle_plan_write(&mut self, tool_call_id: &str, approved: bool) {
         let Some(ledger) = &mut self.plan_ledger else {
@@ -127,6 +138,28 @@ impl Change<'_> {
         });
     }
 
+    /// Takes into the current mode's ledger the writes `writes` that the child `child_id`
+    /// noted in its copy ([`State::child_plan_ledger`]) as it ended: each as the child ruled
+    /// and settled it, under the child's id (`CHILD/CALL`, apart from the parent's own calls).
+    /// Nothing without a ledger of the current mode.
+    pub(crate) fn note_child_plan_writes(&mut self, child_id: &str, writes: Vec<PlanWrite>) {
+        let mode_id = self.config.graph.mode(self.state.mode).id();
+        let Some(ledger) = self
+            .state
+            .plan_ledger
+            .as_mut()
+            .filter(|l| l.mode_id == mode_id)
+        else {
+            return;
+        };
+        ledger
+            .writes
+            .extend(writes.into_iter().map(|write| PlanWrite {
+                tool_call_id: format!("{child_id}/{}", write.tool_call_id),
+                ..write
+            }));
+    }
+
     /// As run `run_id` ends with `reason` in the mode of the approved plan's ledger: the
     /// report, kept as the session's last and emitted as `plan_report`. Its plan-file hash is
     /// the driver's to fill in (`current_sha256`, I/O): until then the file counts as changed.
@@ -134,7 +167,8 @@ impl Change<'_> {
         if !matches!(
             reason,
             RunState::Completed | RunState::Failed | RunState::Aborted
-        ) {
+        ) || self.config.child
+        {
             return;
         }
         let mode_id = self.config.graph.mode(self.state.mode).id();

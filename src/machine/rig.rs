@@ -105,6 +105,7 @@ mod tests {
                     max_revisions: self.max_revisions,
                     lease: self.lease.map(|duration| LeaseTerms { owner, duration }),
                     own_model: self.own_model.as_deref(),
+                    child: false,
                 },
                 now_ms: self.now_ms,
                 id: &self.id,

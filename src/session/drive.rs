@@ -407,6 +407,7 @@ impl Session {
                             // Cancelled meanwhile, the child's result is kept all the same (what
                             // it did, or that it was stopped); no further call starts.
                             let mut outputs = self.run_subagents(&run_id, at, &[index]).await;
+                            self.note_child_plan_writes().await?;
                             outputs.pop().map(|(_, o)| o)
                         }
                         None => Some(ToolOutput::error(
@@ -459,7 +460,9 @@ impl Session {
                 continue;
             };
             let tool_call_id = child.tool_call_id.clone();
-            match self.resume_child(&run_id, child, decided).await {
+            let end = self.resume_child(&run_id, child, decided).await;
+            self.note_child_plan_writes().await?;
+            match end {
                 ChildEnd::Waits(child) => waiting_children.push((at, index, *child)),
                 ChildEnd::Done(output) => {
                     let result = Input::ToolResult {
@@ -579,6 +582,7 @@ impl Session {
             together,
         });
         let mut outputs = self.run_subagents(run_id, at, &members).await;
+        self.note_child_plan_writes().await?;
         let mine = outputs
             .iter()
             .position(|(i, _)| *i == index)
@@ -884,7 +888,9 @@ impl Session {
                         self.state
                             .tool_call(at, next - 1)
                             .and_then(|call| self.ruling_again(call))
-                            .map(|ruling| hooked(ruling, hook.as_ref(), quorum, Some(&self.managed_mode())))
+                            .map(|ruling| {
+                                hooked(ruling, hook.as_ref(), quorum, Some(&self.managed_mode()))
+                            })
                     }
                     other => other,
                 },

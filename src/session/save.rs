@@ -529,6 +529,7 @@ impl Shared {
                 duration: self.lease_duration,
             }),
             own_model: self.model_id.as_deref(),
+            child: self.depth > 0,
         }
     }
 }

@@ -18,7 +18,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 
 use tokio::sync::{Semaphore, mpsc};
@@ -29,10 +29,12 @@ use super::{RunOutcome, Session, SessionOptions, Shared};
 use crate::event::Event;
 use crate::event::{DecisionOutcome, SubagentOutcome};
 use crate::extensions::Extensions;
+use crate::machine::input::Input;
 use crate::machine::state::WaitingChild;
 use crate::mode::subagent::SubagentType;
 use crate::mode::{Mode, ModeId, RequireApproval};
 use crate::model::LanguageModel;
+use crate::plan_report::PlanWrite;
 use crate::rules::{Matcher, Rule, RuleAction, Rules};
 use crate::subagent::{MAX_PER_REPLY, SUBAGENT};
 use crate::tool::ToolAccess;
@@ -53,7 +55,15 @@ struct Child {
     workspace_allowances: Vec<crate::allowance::Allowance>,
     /// The parent's extensions: the host's state for the session, which the child runs in.
     extensions: Extensions,
+    /// The child's copy of the parent's plan ledger, if any (its writes are the parent's).
+    plan_ledger: Option<crate::plan_report::PlanLedger>,
+    /// Where the child leaves the writes it noted as it ends.
+    plan_writes: ChildPlanWrites,
 }
+
+/// The writes children noted in their copies of the approved plan's ledger as they ended,
+/// each with the child's id, for the parent to take ([`Session::note_child_plan_writes`]).
+pub(crate) type ChildPlanWrites = Arc<Mutex<Vec<(Arc<str>, Vec<PlanWrite>)>>>;
 
 type Running = Pin<Box<dyn Future<Output = (usize, ChildEnd)> + Send>>;
 
@@ -261,6 +271,8 @@ impl Session {
             allowances: self.state.allowances.clone(),
             workspace_allowances: self.state.workspace_allowances.clone(),
             extensions: self.extensions.clone(),
+            plan_ledger: self.state.child_plan_ledger(),
+            plan_writes: self.child_plan_writes.clone(),
         })
     }
 
@@ -427,6 +439,8 @@ async fn run_child(
         allowances,
         workspace_allowances,
         extensions,
+        plan_ledger,
+        plan_writes,
     } = child;
     let _turn = token.run_until_cancelled(semaphore.acquire_owned()).await;
     let ended = |outcome: SubagentOutcome| Event::SubagentEnded {
@@ -485,11 +499,13 @@ async fn run_child(
     };
     session.state.allowances = allowances;
     session.state.workspace_allowances = workspace_allowances;
+    // Its writes are bound as the parent's: noted in a copy of the parent's ledger.
+    session.state.plan_ledger = plan_ledger;
     let mode_id = session.mode_arc();
     session.state.refresh_allowed(&mode_id);
     let outcome = token.run_until_cancelled(session.send_message(task)).await;
     let called = (tool_call_id.clone(), Arc::from(agent_type.as_str()));
-    let (end, outcome) = child_end(session, outcome, called.0, called.1).await;
+    let (end, outcome) = child_end(session, outcome, called.0, called.1, &plan_writes).await;
     if let ChildEnd::Done(_) = &end {
         let _ = events.send(ended(outcome));
     }
@@ -499,12 +515,14 @@ async fn run_child(
 /// What the child's run `outcome` (`None`: cancelled) leaves the parent's call with: the
 /// child's final text, an error result that says why there is none, or, when its calls wait
 /// for the user, the child itself (started by the parent's call `tool_call_id`), with the
-/// `subagent_ended` outcome of a child that ended.
+/// `subagent_ended` outcome of a child that ended. A child that ended leaves the writes it
+/// noted in its copy of the plan ledger in `plan_writes`, for the parent's ledger.
 async fn child_end(
     mut session: Session,
     outcome: Option<Result<RunOutcome, super::SessionError>>,
     tool_call_id: String,
     agent_type: Arc<str>,
+    plan_writes: &ChildPlanWrites,
 ) -> (ChildEnd, SubagentOutcome) {
     let child_id = session.id.clone();
     let (ended, output) = match outcome {
@@ -555,6 +573,14 @@ async fn child_end(
             )),
         ),
     };
+    if let Some(ledger) = session.state.plan_ledger.take()
+        && !ledger.writes.is_empty()
+    {
+        plan_writes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((child_id, ledger.writes));
+    }
     (ChildEnd::Done(output), ended)
 }
 
@@ -698,8 +724,14 @@ impl Session {
         while let Ok(event) = received.try_recv() {
             self.deliver_shared(&event);
         }
-        let (end, ended) =
-            child_end(session, outcome, tool_call_id.clone(), agent_type.clone()).await;
+        let (end, ended) = child_end(
+            session,
+            outcome,
+            tool_call_id.clone(),
+            agent_type.clone(),
+            &self.child_plan_writes,
+        )
+        .await;
         if let ChildEnd::Done(_) = &end {
             self.deliver_shared(&Event::SubagentEnded {
                 session_id: self.id.clone(),
@@ -711,6 +743,24 @@ impl Session {
             });
         }
         end
+    }
+}
+
+impl Session {
+    /// Takes into this session's plan ledger the writes its children noted as they ended
+    /// ([`Input::ChildPlanWrites`]), so the report counts them as this session's.
+    pub(crate) async fn note_child_plan_writes(&mut self) -> Result<(), super::SessionError> {
+        let taken = std::mem::take(
+            &mut *self
+                .child_plan_writes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (child_id, writes) in taken {
+            self.handle(Input::ChildPlanWrites { child_id, writes })
+                .await?;
+        }
+        Ok(())
     }
 }
 

@@ -264,3 +264,124 @@ async fn under_enforce_the_refused_write_and_the_changed_plan_file_are_reported(
         .expect("restore");
     assert_eq!(again.plan_report(), Some(report));
 }
+
+const CHILD_CONFIG: &str = r#"
+[[subagents]]
+id = "worker"
+description = "Writes what it is told."
+availableTools = ["read_file", "write_file"]
+
+[[modes]]
+id = "plan"
+transitionsTo = "build"
+availableTools = ["read_file", "submit_plan"]
+{POLICY}
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file", "subagent"]
+requireApproval = ["write_file"]
+subagents = ["worker"]
+"#;
+
+const CHILD_PLAN: &str = "# Notes\n\n1. Write a.\n\n## Files\n- `src/a.txt`\n";
+
+/// A child started by `subagent` in the plan's run writes as the parent's: its write inside
+/// the plan's files and its write outside (waiting as drift under `ask`, or refused unasked
+/// under `enforce`) count in the parent's report, and the declared file it wrote is not
+/// untouched. The child itself reports nothing.
+async fn child_run(policy: &str, approve: bool) -> (PlanReport, Vec<Event>, Workspace) {
+    let script = vec![
+        calls([submit("call_1", ".agent/plans/p.md")]),
+        calls([call(
+            "s_1",
+            "subagent",
+            &json!({ "agentType": "worker", "task": "Write a and b." }).to_string(),
+        )]),
+        calls([write("c_in", "src/a.txt"), write("c_out", "src/b.txt")]),
+        text("CHILD-DONE"),
+        text("done"),
+    ];
+    let server = ScriptedServer::start(script).await;
+    let ws = Workspace::new();
+    ws.plan("p.md", CHILD_PLAN);
+    let config = CHILD_CONFIG.replace("{POLICY}", &format!("planScope = \"{policy}\""));
+    let controller = AgentController::builder(
+        config::parse(&config, "modes.toml").expect("config"),
+        Arc::new(server.model()),
+    )
+    .tools(ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .build()
+    .expect("controller");
+    let recorder = Recorder::default();
+    let mut session = controller
+        .start_session(recorder.options().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("run");
+    let mut outcome = session
+        .decide("decision_1", Decision::approve())
+        .await
+        .expect("approve");
+    if policy == "ask" {
+        let RunOutcome::ToolCallsSuspended { tool_calls, .. } = &outcome else {
+            panic!("the child's write outside waits: {outcome:?}");
+        };
+        assert_eq!(tool_calls.len(), 1, "{tool_calls:?}");
+        assert_eq!(tool_calls[0].tool_call_id(), "c_out");
+        assert!(ws.path().join("src/a.txt").exists(), "inside ran unasked");
+        let id = tool_calls[0].decision_id().to_owned();
+        let decision = if approve {
+            Decision::approve()
+        } else {
+            Decision::reject()
+        };
+        outcome = session.decide(&id, decision).await.expect("decide");
+    }
+    assert!(
+        matches!(&outcome, RunOutcome::Completed { text, .. } if text == "done"),
+        "{outcome:?}"
+    );
+    let events = recorder.take();
+    let emitted = reports(&events);
+    assert_eq!(emitted.len(), 1, "{emitted:?}");
+    assert_eq!(session.plan_report(), Some(&emitted[0]));
+    (emitted[0].clone(), events, ws)
+}
+
+#[tokio::test]
+async fn a_childs_writes_count_in_the_parents_report_under_ask_refused() {
+    let (report, events, ws) = child_run("ask", false).await;
+    assert_eq!(report.written_inside, ["src/a.txt"]);
+    assert_eq!(report.drift_rejected, ["src/b.txt"]);
+    assert!(report.drift_approved.is_empty() && report.enforced.is_empty());
+    assert!(report.untouched.is_empty(), "{report:?}");
+    assert!(!ws.path().join("src/b.txt").exists());
+    let child_reports = events
+        .iter()
+        .filter(|e| matches!(e, Event::SubagentEvent { event, .. } if matches!(**event, Event::PlanReport { .. })))
+        .count();
+    assert_eq!(child_reports, 0, "the child reports nothing of its own");
+}
+
+#[tokio::test]
+async fn a_childs_writes_count_in_the_parents_report_under_ask_approved() {
+    let (report, _, ws) = child_run("ask", true).await;
+    assert_eq!(report.written_inside, ["src/a.txt"]);
+    assert_eq!(report.drift_approved, ["src/b.txt"]);
+    assert!(report.drift_rejected.is_empty() && report.enforced.is_empty());
+    assert!(report.untouched.is_empty(), "{report:?}");
+    assert!(ws.path().join("src/b.txt").exists());
+}
+
+#[tokio::test]
+async fn a_childs_writes_count_in_the_parents_report_under_enforce() {
+    let (report, _, ws) = child_run("enforce", false).await;
+    assert_eq!(report.written_inside, ["src/a.txt"]);
+    assert_eq!(report.enforced, ["src/b.txt"]);
+    assert!(report.drift_approved.is_empty() && report.drift_rejected.is_empty());
+    assert!(report.untouched.is_empty(), "{report:?}");
+    assert!(!ws.path().join("src/b.txt").exists());
+}
