@@ -295,7 +295,7 @@ fn hostile_text_stays_inside_its_comment_and_its_string() {
         imported
             .not_carried
             .iter()
-            .any(|l| l.contains("is named `evil---modes--`")),
+            .any(|l| l.contains("is named `evil---modes`")),
         "{:#?}",
         imported.not_carried
     );
