@@ -282,6 +282,8 @@ enum Regressions {
 #[derive(Clone)]
 pub struct Check {
     config: PathBuf,
+    /// The merged layers to check instead of the file at `config` alone ([`Check::layers`]).
+    layers: Option<Arc<config::Layers>>,
     cases: u32,
     max_ops: usize,
     seed: Option<u64>,
@@ -294,6 +296,7 @@ impl fmt::Debug for Check {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Check")
             .field("config", &self.config)
+            .field("layers", &self.layers.is_some())
             .field("cases", &self.cases)
             .field("max_ops", &self.max_ops)
             .field("seed", &self.seed)
@@ -326,6 +329,7 @@ impl Check {
         let defaults = Config::default();
         Self {
             config: config.as_ref().to_owned(),
+            layers: None,
             cases: defaults.cases,
             max_ops: 32,
             seed: match defaults.rng_seed {
@@ -336,6 +340,38 @@ impl Check {
             invariants: Vec::new(),
             max_states: None,
         }
+    }
+
+    /// A check of the merged config `layers` (as [`config::ConfigSources::load`] reads it: the
+    /// user's, the project's, its local and the managed file), the config every host runs, with
+    /// the defaults of [`Check::new`]. The real controller gets the merged graph
+    /// ([`config::Layers::graph`], the managed rules marked), the reference model the merged
+    /// text; the report and the regression file go by the project's file
+    /// ([`config::Layers::origin`]).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::ToolRegistry;
+    /// use agent_controller::config::ConfigSources;
+    /// use agent_controller::testing::Check;
+    /// let dir = tempfile::tempdir()?;
+    /// let project = dir.path().join("modes.toml");
+    /// std::fs::copy("config/modes.toml", &project)?;
+    /// // A local file beside it: read with the project's, as every command reads them.
+    /// std::fs::write(dir.path().join("modes.local.toml"), "[[modes]]\nid = \"build\"\nname = \"Mine\"\n")?;
+    /// let layers = ConfigSources::new(&project).no_user_config().managed_file(None).load()?;
+    /// let report = Check::layers(layers)
+    ///     .cases(2)
+    ///     .without_regressions()
+    ///     .run(|setup| setup.builder().tools(ToolRegistry::with_workspace_tools()).build())?;
+    /// assert!(report.is_ok(), "{report}");
+    /// assert_eq!(report.config, project.display().to_string());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn layers(layers: config::Layers) -> Self {
+        let mut check = Self::new(layers.origin());
+        check.layers = Some(Arc::new(layers));
+        check
     }
 
     /// Random operation sequences to run.
@@ -521,8 +557,7 @@ impl Check {
         E: fmt::Display,
     {
         let path = &self.config;
-        let graph = config::load(path)?;
-        let text = read_config_text(path)?;
+        let (graph, text) = self.load()?;
         let facts = Arc::new(ConfigFacts::from_toml(&text)?);
 
         let mut harness = self.harness(&graph, &facts, &build)?;
@@ -571,8 +606,7 @@ impl Check {
         F: Fn(Setup) -> Result<AgentController, E>,
         E: fmt::Display,
     {
-        let graph = config::load(&self.config)?;
-        let text = read_config_text(&self.config)?;
+        let (graph, text) = self.load()?;
         let facts = Arc::new(ConfigFacts::from_toml(&text)?);
         let mut harness = self.harness(&graph, &facts, &build)?;
         let facts = harness.facts().clone();
@@ -590,6 +624,14 @@ impl Check {
             .run(&initial, &counterexample.ops)
             .err()
             .map(|(_, d)| d))
+    }
+
+    /// The config checked: its graph and its text (the merged layers', or the file's).
+    fn load(&self) -> Result<(ModeGraph, String), CheckError> {
+        match &self.layers {
+            Some(layers) => Ok((layers.graph()?, layers.text().to_owned())),
+            None => Ok((config::load(&self.config)?, read_config_text(&self.config)?)),
+        }
     }
 
     /// The regression file of this check, if it keeps one.

@@ -20,7 +20,8 @@ use crate::cli::exit::{Exit, Failure, Outcome};
 use crate::cli::setup::tools;
 
 /// `verify`: the config's errors and warnings as `check` reports them (errors: exit 2, or 1 when
-/// they only name tools the CLI lacks), then the testing kit's check with the built-in tools,
+/// they only name tools the CLI lacks), then the testing kit's check of the merged config (its
+/// layers, as every command reads them) with the built-in tools,
 /// the `--tool` stubs and an in-memory store (so restarts are checked), its report and a closing
 /// summary of what was checked and what was not; a divergence exits 7.
 pub(crate) fn verify(args: VerifyArgs) -> Outcome {
@@ -58,7 +59,8 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
     if let Some(plant) = planted() {
         note!("{PLANT_ENV}: a planted bug ({plant:?}), a test seam of debug builds");
     }
-    let mut check = Check::new(&args.config);
+    // The kit checks the merged config, the one every command runs.
+    let mut check = Check::layers(layers);
     if let Some(cases) = args.cases {
         check = check.cases(cases);
     }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::write::{Action, Entry, Pattern, RuleOut, finish, quoted, valid_id, without_shadowed};
+use super::write::{Action, Entry, Ids, Pattern, RuleOut, finish, quoted, without_shadowed};
 use super::{ImportError, Imported, SourceFile, frontmatter, within_bounds};
 
 #[derive(Deserialize)]
@@ -153,18 +153,14 @@ pub(super) fn import(
     }
 
     let mut subagents = Vec::new();
-    let mut ids = std::collections::HashSet::new();
-    for file in agents {
-        let (agent, body): (Agent, String) = frontmatter::parse(file)?;
+    let parsed = agents
+        .iter()
+        .map(|file| frontmatter::parse::<Agent>(file))
+        .collect::<Result<Vec<(Agent, String)>, _>>()?;
+    let mut ids = Ids::reserving(parsed.iter().map(|(agent, _)| agent.name.as_str()));
+    for (agent, body) in parsed {
         let owner = format!("subagent `{}`", agent.name);
-        let id = valid_id(&agent.name, "subagent", &mut not_carried);
-        if !ids.insert(id.clone()) {
-            not_carried.push(format!(
-                "{owner} ({}): left out, another subagent already has the id `{id}`",
-                file.origin
-            ));
-            continue;
-        }
+        let id = ids.claim(&agent.name, "subagent", &mut not_carried);
         for key in agent.other.keys() {
             not_carried.push(format!(
                 "{owner}: `{key}` is not carried over (no such setting here)"

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 
-use super::write::{Action, Entry, Pattern, RuleOut, finish, quoted, valid_id};
+use super::write::{Action, Entry, Ids, Pattern, RuleOut, finish, quoted};
 use super::{ImportError, Imported, SourceFile, frontmatter, within_bounds};
 
 #[derive(Deserialize, Default)]
@@ -216,7 +216,13 @@ pub(super) fn import(
         .any(|a| !a.disable && a.mode != Some(AgentMode::Primary));
     let mut modes = Vec::new();
     let mut subagents = Vec::new();
-    let mut ids = std::collections::HashSet::new();
+    let mut ids = Ids::reserving(
+        config
+            .agent
+            .iter()
+            .filter(|(_, a)| !a.disable)
+            .map(|(name, _)| name.as_str()),
+    );
     for (name, agent) in &config.agent {
         let owner = format!("agent `{name}`");
         if agent.disable {
@@ -225,13 +231,7 @@ pub(super) fn import(
             ));
             continue;
         }
-        let id = valid_id(name, "agent", &mut not_carried);
-        if !ids.insert(id.clone()) {
-            not_carried.push(format!(
-                "{owner}: left out, another agent already has the id `{id}` here"
-            ));
-            continue;
-        }
+        let id = ids.claim(name, "agent", &mut not_carried);
         let mode = agent.mode.unwrap_or(AgentMode::All);
         report_agent(&owner, agent, &mut not_carried);
         if name == "plan" {

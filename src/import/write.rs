@@ -216,8 +216,8 @@ pub(super) fn checked(
     Ok(Imported { toml, not_carried })
 }
 
-/// `id` as a mode id here (ASCII letters, digits, `-`, `_`): each other character becomes `-`;
-/// an empty id is `agent`.
+/// `id` as a mode id here (ASCII letters, digits, `-`, `_`): each other character becomes `-`,
+/// and the id neither starts nor ends with `-` (those are trimmed); an id left empty is `agent`.
 fn as_id(id: &str) -> String {
     let fixed: String = id
         .chars()
@@ -229,10 +229,11 @@ fn as_id(id: &str) -> String {
             }
         })
         .collect();
+    let fixed = fixed.trim_matches('-');
     if fixed.is_empty() {
         "agent".to_owned()
     } else {
-        fixed
+        fixed.to_owned()
     }
 }
 
@@ -241,17 +242,8 @@ fn renamed(what: &str, id: &str, fixed: &str) -> String {
     format!("{what} `{id}` is named `{fixed}` here (an id is ASCII letters, digits, `-` and `_`)")
 }
 
-/// `id` as a mode id here ([`as_id`]); a change is reported to `not_carried` as `what`'s.
-pub(super) fn valid_id(id: &str, what: &str, not_carried: &mut Vec<String>) -> String {
-    let fixed = as_id(id);
-    if fixed != id {
-        not_carried.push(renamed(what, id, &fixed));
-    }
-    fixed
-}
-
 /// The ids an import hands out, each once: a source's id valid here keeps it, one renamed
-/// ([`valid_id`]'s rule) into an id taken (or reserved by a valid one) gets a `-2`, `-3`, ...
+/// ([`as_id`]'s rule) into an id taken (or reserved by a valid one) gets a `-2`, `-3`, ...
 /// suffix, so two source entries never become one.
 #[derive(Debug, Default)]
 pub(super) struct Ids {
@@ -274,7 +266,7 @@ impl Ids {
         }
     }
 
-    /// The id of `what` `id`: [`valid_id`]'s, made distinct from those handed out before; a
+    /// The id of `what` `id`: [`as_id`]'s, made distinct from those handed out before; a
     /// change is reported to `not_carried` (once, naming the id it gets).
     pub(super) fn claim(&mut self, id: &str, what: &str, not_carried: &mut Vec<String>) -> String {
         let fixed = as_id(id);

@@ -522,3 +522,38 @@ async fn a_managed_file_change_reaches_an_open_session_at_its_next_step() {
     let refused = result_of(3, "r2");
     assert!(refused.starts_with("Not executed"), "{refused}");
 }
+
+/// `verify`'s property-test kit checks the merged config, as the rest of `verify` and every
+/// other command read it: a managed `deny` on `build`'s `write_file` changes the states the
+/// kit explores (the project's file alone, read before, gave the same count with or without it).
+#[test]
+fn verify_checks_the_merged_config_with_the_managed_rule() {
+    let states = |managed: &str| -> String {
+        let layout = Layout::new(None, managed);
+        let out = layout.cli(&[
+            "verify",
+            "project/modes.toml",
+            "--cases",
+            "2",
+            "--seed",
+            "1",
+        ]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let line = stdout
+            .lines()
+            .find(|l| l.contains(": explored "))
+            .unwrap_or_else(|| panic!("no exploration line: {stdout}"));
+        line.split(": explored ")
+            .nth(1)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let without = states("managed-empty.toml");
+    let with = states("managed.toml");
+    assert_ne!(with, without, "the kit saw the project's file alone");
+}

@@ -172,7 +172,7 @@ fn roo_slugs_that_are_no_mode_id_are_renamed_distinct_reported_and_pass_check() 
             .to_owned()
     };
     assert_eq!(id_of("Docs"), "docs-writer-v2");
-    assert_eq!(id_of("Unicode"), "-n-code");
+    assert_eq!(id_of("Unicode"), "n-code");
     // The valid slug keeps its id; the two renamed into it get their own.
     assert_eq!(id_of("Plain"), "review-ts");
     let (dot, slash) = (id_of("Dot"), id_of("Slash"));
@@ -183,7 +183,7 @@ fn roo_slugs_that_are_no_mode_id_are_renamed_distinct_reported_and_pass_check() 
     );
     for (slug, id) in [
         ("docs-writer.v2", "docs-writer-v2".to_owned()),
-        ("Ünïcode", "-n-code".to_owned()),
+        ("Ünïcode", "n-code".to_owned()),
         ("review.ts", dot.clone()),
         ("review/ts", slash.clone()),
     ] {
@@ -215,4 +215,38 @@ fn roo_slugs_that_are_no_mode_id_are_renamed_distinct_reported_and_pass_check() 
     std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
     let checked = cli::bin(dir.path(), &["check", "modes.toml"], "");
     assert_eq!(checked.status.code(), Some(0), "{}", cli::text(&checked));
+}
+
+/// The renaming never starts or ends an id with `-` (trimmed, as `Ünïcode` would begin
+/// `-n-code`), and a slug that leaves nothing becomes `agent`; each rename is reported.
+#[test]
+fn renamed_ids_neither_start_nor_end_with_a_dash() {
+    let imported = imported("roomodes-edges.yaml");
+    let graph = config::parse(&imported.toml, "modes.toml").expect("parses");
+    let id_of = |name: &str| {
+        graph
+            .modes()
+            .iter()
+            .find(|m| m.name() == name)
+            .unwrap_or_else(|| panic!("mode {name}\n{}", imported.toml))
+            .id()
+            .to_owned()
+    };
+    assert_eq!(id_of("Unicode"), "n-code");
+    assert_eq!(id_of("Draft"), "draft");
+    assert_eq!(id_of("Accents"), "agent");
+    for (slug, id) in [
+        ("Ünïcode", "n-code"),
+        ("(draft)", "draft"),
+        ("ééé", "agent"),
+    ] {
+        assert!(
+            imported
+                .not_carried
+                .iter()
+                .any(|l| l.contains(&format!("mode `{slug}` is named `{id}`"))),
+            "{slug}: {:?}",
+            imported.not_carried
+        );
+    }
 }

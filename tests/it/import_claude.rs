@@ -295,7 +295,7 @@ fn hostile_text_stays_inside_its_comment_and_its_string() {
         imported
             .not_carried
             .iter()
-            .any(|l| l.contains("is named `evil---modes--`")),
+            .any(|l| l.contains("is named `evil---modes`")),
         "{:#?}",
         imported.not_carried
     );
@@ -363,4 +363,43 @@ fn a_symlinked_agent_file_is_skipped_and_reported() {
         "{:#?}",
         imported.not_carried
     );
+}
+
+/// Two subagents whose names rename to the same id (`code.review`, `code/review`) stay two,
+/// the second with a `-2`-style suffix, each rename reported; a name valid as it is
+/// (`code-review`) keeps its id.
+#[test]
+fn subagents_renamed_to_the_same_id_stay_distinct_and_are_reported() {
+    let agents: Vec<SourceFile> = ["code-review.md", "code-review-2.md", "code-review-3.md"]
+        .into_iter()
+        .map(|name| {
+            SourceFile::new(
+                format!(".claude/agents/{name}"),
+                read_fixture(&format!("import/same-ids/{name}")),
+            )
+        })
+        .collect();
+    let imported = claude_code(&[], &agents).expect("imported");
+    assert!(check_errors(&imported.toml).is_empty(), "{}", imported.toml);
+    assert_eq!(
+        subagent(&imported.toml, "code-review")["description"].as_str(),
+        Some("Valid as it is")
+    );
+    let dot = subagent(&imported.toml, "code-review-2");
+    let slash = subagent(&imported.toml, "code-review-3");
+    assert_eq!(dot["description"].as_str(), Some("Reviews code"));
+    assert_eq!(slash["description"].as_str(), Some("Reviews code too"));
+    for (name, id) in [
+        ("code.review", "code-review-2"),
+        ("code/review", "code-review-3"),
+    ] {
+        assert!(
+            imported
+                .not_carried
+                .iter()
+                .any(|l| l.contains(&format!("subagent `{name}` is named `{id}`"))),
+            "{name}: {:?}",
+            imported.not_carried
+        );
+    }
 }

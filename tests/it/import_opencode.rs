@@ -292,3 +292,49 @@ fn import_opencode_prints_a_config_check_passes() {
     assert!(bad.stdout.is_empty());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("opencode.json:1:"));
 }
+
+/// Two agents whose names rename to the same id (`code.review`, `code/review`) stay two, the
+/// second with a `-2`-style suffix, each rename reported; a name valid as it is
+/// (`code-review`) keeps its id.
+#[test]
+fn agents_renamed_to_the_same_id_stay_distinct_and_are_reported() {
+    let config = SourceFile::new(
+        "opencode.json",
+        read_fixture("import/same-ids/opencode.json"),
+    );
+    let imported = opencode(Some(&config), &[]).expect("imported");
+    assert!(check_errors(&imported.toml).is_empty(), "{}", imported.toml);
+    let parsed: toml::Table = imported.toml.parse().expect("toml");
+    let ids = |key: &str| -> Vec<String> {
+        parsed[key]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|t| t["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let mut modes = ids("modes");
+    modes.sort();
+    assert_eq!(
+        modes,
+        ["code-review-2", "code-review-3"],
+        "{}",
+        imported.toml
+    );
+    assert_eq!(ids("subagents"), ["code-review"], "{}", imported.toml);
+    for name in ["code.review", "code/review"] {
+        assert!(
+            imported
+                .not_carried
+                .iter()
+                .any(|l| l.contains(&format!("agent `{name}` is named `code-review-"))),
+            "{name}: {:?}",
+            imported.not_carried
+        );
+    }
+    assert!(
+        !imported.not_carried.iter().any(|l| l.contains("left out")),
+        "{:?}",
+        imported.not_carried
+    );
+}
