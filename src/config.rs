@@ -1826,8 +1826,7 @@ ConfigErrorKind::UnknownTool,
             review_tool_calls: mode.review_tool_calls,
             approvers: mode.approvers,
         };
-        let (approvers, review) =
-            hooks::check_mode_review(review, id, &reviewers, source, errors);
+        let (approvers, review) = hooks::check_mode_review(review, id, &reviewers, source, errors);
         let approval_timeout = mode.approval_timeout.and_then(|text| {
             text.get_ref()
                 .parse::<ApprovalTimeout>()

@@ -884,7 +884,9 @@ impl Session {
                         self.state
                             .tool_call(at, next - 1)
                             .and_then(|call| self.ruling_again(call))
-                            .map(|ruling| hooked(ruling, hook.as_ref(), quorum, Some(&self.managed_mode())))
+                            .map(|ruling| {
+                                hooked(ruling, hook.as_ref(), quorum, Some(&self.managed_mode()))
+                            })
                     }
                     other => other,
                 },
