@@ -189,7 +189,6 @@ mod edges;
 mod explore;
 mod facts;
 mod harness;
-mod hooks;
 mod reference;
 mod regression_file;
 mod subagents;
@@ -225,7 +224,6 @@ pub use self::facts::{
     WorkspaceStore,
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
-pub use self::hooks::{HookAnswer, HookScript, KIT_HOOK, KIT_HOOK_REASON, is_scripted_tool};
 pub use self::reference::{
     Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
     ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PLAN_FILES,
@@ -623,9 +621,7 @@ impl Check {
         })?;
         let start = (start != facts.default_mode()).then_some(start);
         let restarts = harness.controller().store().is_some();
-        let initial = ReferenceSession::new(facts, start)
-            .with_restarts(restarts)
-            .with_hooks(counterexample.hooks.clone());
+        let initial = ReferenceSession::new(facts, start).with_restarts(restarts);
         Ok(harness
             .run(&initial, &counterexample.ops)
             .err()
@@ -769,7 +765,6 @@ impl Check {
                     start,
                     ops,
                     divergence,
-                    hooks: initial.hooks().clone(),
                 },
                 replays: false,
                 failed_case,
@@ -783,7 +778,6 @@ impl Check {
                 start,
                 ops,
                 divergence,
-                hooks: initial.hooks().clone(),
             },
             replays: true,
             failed_case,
@@ -818,7 +812,6 @@ fn shrunk(harness: &mut Harness, found: Counterexample) -> Counterexample {
         start: found.start,
         ops,
         divergence,
-        hooks: found.hooks,
     }
 }
 
@@ -1038,8 +1031,7 @@ where
 }
 
 /// A strategy for a new reference session on `facts` (started in the default mode or in a
-/// named mode, its hook's verdicts generated: [`ReferenceSession::with_hooks`]) and up to
-/// `max_ops` operations that make sense in turn, for a proptest
+/// named mode) and up to `max_ops` operations that make sense in turn, for a proptest
 /// [`TestRunner`]; `restarts` adds [`Op::Restart`] (for a controller with a store). The third
 /// element counts the operations applied, for shrinking: increment it before each one, as
 /// [`proptest_state_machine::StateMachineTest`] does.
@@ -1054,12 +1046,10 @@ pub fn sessions(
         move || {
             let facts = facts.clone();
             let n = facts.len();
-            // Each case's hook verdicts are an input, as its operations are.
-            (0..=n, hooks::scripts(&facts))
-                .prop_map(move |(start, script)| {
+            (0..=n)
+                .prop_map(move |start| {
                     ReferenceSession::new(facts.clone(), (start < n).then_some(start))
                         .with_restarts(restarts)
-                        .with_hooks(script)
                 })
                 .boxed()
         },

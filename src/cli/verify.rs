@@ -426,7 +426,6 @@ mod tests {
                         expected: "plan".to_owned(),
                         actual: "build".to_owned(),
                     },
-                    hooks: Default::default(),
                 }),
                 complete: true,
                 scoped: 0,

@@ -15,7 +15,6 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
-use super::hooks::{KIT_HOOK, ScriptedHook};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
@@ -329,8 +328,6 @@ pub struct Setup {
     workspace: PathBuf,
     spy: ToolLayer,
     clock: Clock,
-    /// The kit's hook, answering each case's generated verdicts.
-    hook: ScriptedHook,
 }
 
 impl fmt::Debug for Setup {
@@ -409,9 +406,7 @@ impl Setup {
 
     /// Makes a builder you made (with your graph, your model layer around [`Setup::model`],
     /// your tools, store and limits) observable: sets the kit's workspace and puts the kit's
-    /// spy around every tool it registers when it is built (the clock stays the builder's), and
-    /// registers the kit's hook ([`crate::testing::KIT_HOOK`]), which answers each case's
-    /// generated verdicts ([`crate::testing::HookScript`]; none: it has no say).
+    /// spy around every tool it registers when it is built (the clock stays the builder's).
     /// Call it last, or at least do not set the workspace after it.
     ///
     /// ```
@@ -436,7 +431,6 @@ impl Setup {
             .workspace(&self.workspace)
             .tool_layer(self.spy)
             .shared_clock(self.clock)
-            .hook(self.hook)
     }
 
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
@@ -476,8 +470,6 @@ pub struct Harness {
     /// Whether the explorer also walks the states an approved plan's files bind
     /// ([`Harness::explore_plan_scope`]).
     plan_scope: bool,
-    /// The kit's hook on the controller: [`Harness::start`] hands it the case's verdicts.
-    hook: ScriptedHook,
     _dir: tempfile::TempDir,
 }
 
@@ -539,14 +531,12 @@ impl Harness {
         let now = Arc::new(AtomicU64::new(CLOCK_START_MS));
         let reads = now.clone();
         let clock: Clock = Arc::new(move || UNIX_EPOCH + Duration::from_millis(reads.load(SeqCst)));
-        let hook = ScriptedHook::default();
         let setup = Setup {
             graph,
             model: model.clone(),
             workspace: workspace.clone(),
             spy,
             clock: clock.clone(),
-            hook: hook.clone(),
         };
         let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
         observable(&controller, &workspace, &lock(&spied))?;
@@ -593,7 +583,6 @@ impl Harness {
             invariants: Vec::new(),
             given: Vec::new(),
             plan_scope: false,
-            hook,
             _dir: dir,
         })
     }
@@ -676,8 +665,6 @@ impl Harness {
         lock(&self.model.seen).clear();
         self.run_ids.clear();
         self.now.store(reference.now(), SeqCst);
-        // The case's hook verdicts, an input as its operations are.
-        *lock(&self.hook.script) = reference.hooks().clone();
         let mut options = self.options();
         if let Some(start) = reference.start() {
             options = options.mode(self.facts.id(start));
@@ -991,7 +978,6 @@ impl Harness {
                     mode,
                     allowed_by: None,
                     rule: None,
-                    hooked: false,
                 });
             }
         };
@@ -1081,8 +1067,6 @@ impl Harness {
                     let rule = decision
                         .as_ref()
                         .and_then(|d| d.rule.as_ref().map(|r| r.number));
-                    let hooked = decision.as_ref().and_then(|d| d.decided_by.as_deref())
-                        == Some(&format!("hook {KIT_HOOK}"));
                     let allowed_by = decision
                         .and_then(|d| d.allowed_by)
                         .map(|id| self.named(id, &mode, &tool));
@@ -1092,7 +1076,6 @@ impl Harness {
                         mode,
                         allowed_by,
                         rule,
-                        hooked,
                     })
                 }
                 Record::Event(event) => {
@@ -1828,8 +1811,6 @@ fn result_kind(result: &str) -> ResultKind {
         ResultKind::ToolRejectedWithFeedback
     } else if result.starts_with("Not executed: ") && result.contains("(planScope `enforce`)") {
         ResultKind::OutsidePlan
-    } else if result.starts_with(&format!("Not executed: hook `{KIT_HOOK}` denied it")) {
-        ResultKind::HookDenied
     } else if result.starts_with("Not executed: rule ") {
         ResultKind::Denied
     } else if result.starts_with(APPROVED_RESULT) {

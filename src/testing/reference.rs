@@ -22,7 +22,6 @@ use sha2::{Digest, Sha256};
 
 use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
-use super::hooks::{HookAnswer, HookScript};
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope, EVERY_WRITING_TOOL};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
@@ -1342,9 +1341,6 @@ pub enum ResultKind {
     /// A write refused, unasked, because it lies outside the files of the approved plan and
     /// the planning mode's `planScope` is `enforce`: it never ran.
     OutsidePlan,
-    /// A tool call the kit's hook denied (`Not executed: hook `kit-hook` denied it: …`): it
-    /// never ran.
-    HookDenied,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -1401,9 +1397,6 @@ pub enum Trace {
         /// without asking, or the `ask` rule whose call the user approved): the `rule` of its
         /// `tool_end`'s audit record.
         rule: Option<usize>,
-        /// Whether the kit's hook let it run, a call that would have waited: its record's
-        /// `decidedBy` names the hook.
-        hooked: bool,
     },
     /// `tool_end` of a call that did not run a registered tool (`submit_plan`, or a refusal).
     ToolEnded {
@@ -1792,8 +1785,6 @@ pub struct ReferenceSession {
     /// writes outside its files (`planScope = "enforce"`) rather than asking (`"ask"`).
     plan_enforces: bool,
     last: Option<Step>,
-    /// The kit's hook's verdicts, an input of the case ([`ReferenceSession::with_hooks`]).
-    hooks: HookScript,
 }
 
 /// How the files of the plan approved for the current mode bind one write
@@ -1844,7 +1835,6 @@ impl fmt::Debug for ReferenceSession {
                     .collect::<Vec<_>>(),
             )
             .field("run", &self.run)
-            .field("hooks", &self.hooks)
             .field("now", &self.now.saturating_sub(CLOCK_START_MS))
             .finish_non_exhaustive()
     }
@@ -1892,31 +1882,7 @@ impl ReferenceSession {
             tasks: Vec::new(),
             plan_enforces: false,
             last: None,
-            hooks: HookScript::default(),
         }
-    }
-
-    /// The same session, whose controller's hook (the kit's, [`crate::testing::KIT_HOOK`])
-    /// answers what `script` says on each tool call and each submitted plan.
-    ///
-    /// # Examples
-    /// ```
-    /// use std::sync::Arc;
-    /// use agent_controller::testing::{ConfigFacts, HookAnswer, HookScript, ReferenceSession};
-    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\ndefault = true\n")?);
-    /// let script = HookScript::default().tool("read_file", HookAnswer::Deny);
-    /// let session = ReferenceSession::new(facts, None).with_hooks(script.clone());
-    /// assert_eq!(session.hooks(), &script);
-    /// # Ok::<(), agent_controller::testing::FactsError>(())
-    /// ```
-    pub fn with_hooks(mut self, script: HookScript) -> Self {
-        self.hooks = script;
-        self
-    }
-
-    /// What the kit's hook answers in this session ([`ReferenceSession::with_hooks`]).
-    pub fn hooks(&self) -> &HookScript {
-        &self.hooks
     }
 
     /// The same session, with [`Op::Restart`] among its operations when `restarts` is true (for
@@ -2522,10 +2488,8 @@ impl ReferenceSession {
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::NewSession => {
                 // A session of its own: only the store's workspace allowances carry over.
-                // The controller's hook is the same: it answers the same verdicts.
-                let mut fresh = ReferenceSession::new(self.facts.clone(), None)
-                    .with_restarts(self.restarts)
-                    .with_hooks(self.hooks.clone());
+                let mut fresh =
+                    ReferenceSession::new(self.facts.clone(), None).with_restarts(self.restarts);
                 fresh.now = self.now;
                 fresh.tool_calls = self.tool_calls;
                 fresh.workspace_allowances = std::mem::take(&mut self.workspace_allowances);
@@ -2918,7 +2882,7 @@ impl ReferenceSession {
             let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
             this.plan_bound(&call.tool, call.path).filter(|_| !denied)
         };
-        let waits_by_rules =
+        let waits_for =
             |this: &Self, call: &ScriptedCall| match (bound_of(this, call), rule_of(this, call)) {
                 (Some(Bound::Drift), _) => true,
                 (Some(Bound::Refused), _) => false,
@@ -2930,22 +2894,6 @@ impl ReferenceSession {
                         && this.allowance_for(&call.tool, call.path).is_none()
                 }
             };
-        // The kit's hook is asked about an offered call that neither a `deny` rule nor the
-        // approved plan's files refuse: its verdict, or ask when it has no say.
-        let hook_of = |this: &Self, call: &ScriptedCall| {
-            let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
-            let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
-            let refused = bound_of(this, call) == Some(Bound::Refused);
-            match this.hooks.on_tool(&call.tool) {
-                Some(answer) if offered && !denied && !refused => answer,
-                _ => HookAnswer::Ask,
-            }
-        };
-        // A hook's deny refuses the call; its allow runs one that would wait.
-        let waits_for = |this: &Self, call: &ScriptedCall| {
-            let hook = hook_of(this, call);
-            waits_by_rules(this, call) && !hook.allows() && !hook.denies()
-        };
         let waits = calls.iter().any(|c| waits_for(self, c));
         // The calls that wait, in the model's order: each with the `ask` rule that made it
         // wait, and what it asks when its tool suspended it instead.
@@ -2954,36 +2902,6 @@ impl ReferenceSession {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
             let bound = if offered { bound_of(self, call) } else { None };
-            let hook = hook_of(self, call);
-            if hook.denies() {
-                // Never run: the result names the hook, the record is the hook's own.
-                self.decisions += 1;
-                trace.push(Trace::ToolEnded {
-                    tool_call_id: call.id.clone(),
-                    is_error: true,
-                    result: ResultKind::HookDenied,
-                    decided: Some(Decided {
-                        sha256: call.args_sha256(),
-                        approved_sha256: None,
-                        rule: None,
-                    }),
-                });
-                continue;
-            }
-            if hook.allows() && waits_by_rules(self, call) {
-                // It would have waited (`requireApproval`, an `ask` rule, drift): it runs, and
-                // its record names the hook, no rule.
-                self.decisions += 1;
-                trace.push(Trace::ToolRan {
-                    tool_call_id: call.id.clone(),
-                    tool: call.tool.clone(),
-                    mode: self.facts.id(self.mode).to_owned(),
-                    allowed_by: None,
-                    rule: None,
-                    hooked: true,
-                });
-                continue;
-            }
             if offered && waits_for(self, call) {
                 // Drift waits by the plan's files, not by a rule.
                 let drift = bound == Some(Bound::Drift);
@@ -3099,7 +3017,6 @@ impl ReferenceSession {
                     mode: self.facts.id(self.mode).to_owned(),
                     allowed_by,
                     rule,
-                    hooked: false,
                 });
                 continue;
             }
@@ -3119,11 +3036,7 @@ impl ReferenceSession {
                             decided: None,
                         });
                     }
-                    let outcome = self.suspend(run, call.id.clone(), k, trace);
-                    if self.hooks.on_plan().is_some_and(HookAnswer::denies) {
-                        return self.hook_rejects_plan(trace);
-                    }
-                    return Some(outcome);
+                    return Some(self.suspend(run, call.id.clone(), k, trace));
                 }
                 _ => trace.push(Trace::ToolEnded {
                     tool_call_id: call.id.clone(),
@@ -3137,42 +3050,6 @@ impl ReferenceSession {
             return None;
         }
         Some(self.wait_on(run, waiting, trace))
-    }
-
-    /// The plan just submitted, which the kit's hook denied: rejected at once with the hook's
-    /// reason as its feedback, as a person's rejection with feedback would be, and the model
-    /// revises in the same drive (`None`: the run goes on), unless that exceeds the run's
-    /// limit of revisions.
-    fn hook_rejects_plan(&mut self, trace: &mut Vec<Trace>) -> Option<Outcome> {
-        let pending = self.pending.take()?;
-        let run = pending.run;
-        self.decided = Some((run, pending.tool_call_id.clone(), false));
-        // Its feedback: "Rejected by hook `kit-hook`: …", the hook's reason.
-        trace.push(Trace::RunStarted {
-            run,
-            mode: self.facts.id(self.mode).to_owned(),
-        });
-        trace.push(Trace::ToolEnded {
-            tool_call_id: pending.tool_call_id,
-            is_error: false,
-            result: ResultKind::RejectedWithFeedback,
-            decided: Some(Decided {
-                sha256: pending.sha256,
-                approved_sha256: None,
-                rule: None,
-            }),
-        });
-        if self.revisions >= self.facts.max_revisions() {
-            trace.push(Trace::RunEnded {
-                run,
-                reason: RunState::Failed,
-            });
-            self.run = Some((run, RunState::Failed));
-            return Some(Outcome::Run(RunState::Failed));
-        }
-        self.revisions += 1;
-        self.run = Some((run, RunState::Running));
-        None
     }
 
     /// The run suspends on the calls `waiting` (in the model's order), each a decision of its
@@ -3784,7 +3661,6 @@ impl ReferenceSession {
                     mode: mode.clone(),
                     allowed_by: w.allowed_by.clone(),
                     rule: w.rule,
-                    hooked: false,
                 });
             }
         }
@@ -3954,8 +3830,7 @@ impl ReferenceSession {
             | ResultKind::DeclinedWithFeedback
             | ResultKind::AnsweredNotResumed
             | ResultKind::SubagentAnswer
-            | ResultKind::OutsidePlan
-            | ResultKind::HookDenied => {
+            | ResultKind::OutsidePlan => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
