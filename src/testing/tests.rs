@@ -2552,7 +2552,11 @@ fn the_explorer_visits_the_states_an_approved_plans_files_bind_and_drift_in() {
     let (graph, facts) = loaded(MODES);
     let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
     let plain = explore(&mut harness);
-    assert_eq!((plain.scoped, plain.drifting), (0, 0), "off by default: {plain:?}");
+    assert_eq!(
+        (plain.scoped, plain.drifting),
+        (0, 0),
+        "off by default: {plain:?}"
+    );
     harness.explore_plan_scope(true);
     let asked = explore(&mut harness);
     assert!(asked.is_ok(), "{asked}");
