@@ -216,9 +216,7 @@ pub use self::conformance::{
     store_conformance,
 };
 pub use self::edges::{Cause, Edge, EdgeReport, Miss, edges, walk_edges};
-pub use self::explore::{
-    Counterexample, Exploration, explore, explore_up_to, operations, plan_scope_operations,
-};
+pub use self::explore::{Counterexample, Exploration, explore, explore_up_to, operations};
 pub use self::facts::{
     Approvals, ConfigFacts, FactsError, ModeFacts, SubagentFacts, TimeoutRule, UNKNOWN_TOOL,
     WorkspaceStore,

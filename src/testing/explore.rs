@@ -337,6 +337,8 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         Op::message(),
         Op::model_fails(),
         Op::submit(0),
+        // A plan that declares its files: approved, they bind the next mode.
+        Op::submit(1),
         Op::submit_file(PlanFile::Missing),
         Op::Message {
             calls: vec![
@@ -453,6 +455,19 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         for path in [CallPath::Src, CallPath::WalksOut] {
             ops.push(Op::Message {
                 calls: vec![Call::ToolAt(tool.clone(), path)],
+                then: Then::Text,
+            });
+        }
+    }
+    // A write inside the files the kit's plans declare and one outside them, of the first tool
+    // that writes the file at its `path` (where no tool is narrowed, or another is): an
+    // approved plan's files let the first run and make the second drift, or refuse it.
+    if let Some(writer) = facts.path_writers().first()
+        && narrowed_tool(facts).as_ref() != Some(writer)
+    {
+        for path in [CallPath::Src, CallPath::WalksOut] {
+            ops.push(Op::Message {
+                calls: vec![Call::ToolAt(writer.clone(), path)],
                 then: Then::Text,
             });
         }
@@ -649,33 +664,6 @@ pub fn explore(harness: &mut Harness) -> Exploration {
     explore_up_to(harness, None)
 }
 
-/// The operations that walk an approved plan's files ([`Harness::explore_plan_scope`]): a plan
-/// that declares its files (approved, they bind the next mode), and a write inside them and one
-/// outside them, of the first tool that writes the file at its `path` (where no tool is
-/// narrowed, or another is): the first runs, the second drifts or is refused.
-///
-/// # Examples
-/// ```
-/// use agent_controller::testing::{ConfigFacts, Op, plan_scope_operations};
-/// let facts = ConfigFacts::from_toml(&std::fs::read_to_string("config/modes.toml")?)?;
-/// assert!(plan_scope_operations(&facts).contains(&Op::submit(1)));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn plan_scope_operations(facts: &ConfigFacts) -> Vec<Op> {
-    let mut ops = vec![Op::submit(1)];
-    if let Some(writer) = facts.path_writers().first()
-        && narrowed_tool(facts).as_ref() != Some(writer)
-    {
-        for path in [CallPath::Src, CallPath::WalksOut] {
-            ops.push(Op::Message {
-                calls: vec![Call::ToolAt(writer.clone(), path)],
-                then: Then::Text,
-            });
-        }
-    }
-    ops
-}
-
 /// [`explore`], bounded: with `Some(max_states)` the walk expands at most that many states
 /// (in order of distance from the start, so the nearest ones) and reports
 /// [`Exploration::complete`] `false` when more were reachable.
@@ -701,10 +689,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
     let facts = harness.facts().clone();
     let restarts = harness.controller().store().is_some();
     let root = ReferenceSession::new(facts.clone(), None).with_restarts(restarts);
-    let mut ops = operations(&facts, restarts);
-    if harness.explores_plan_scope() {
-        ops.extend(plan_scope_operations(&facts));
-    }
+    let ops = operations(&facts, restarts);
     let narrowing = narrowed_tool(&facts);
     let narrowing = narrowing.as_deref();
     let mut seen: HashSet<State> = HashSet::from([rules(&root)]);

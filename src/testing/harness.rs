@@ -467,9 +467,6 @@ pub struct Harness {
     /// before each new start, so every operation sequence starts from a store without them.
     /// Only these: another harness on the same store (another workspace) keeps its own.
     given: Vec<String>,
-    /// Whether the explorer also walks the states an approved plan's files bind
-    /// ([`Harness::explore_plan_scope`]).
-    plan_scope: bool,
     _dir: tempfile::TempDir,
 }
 
@@ -582,7 +579,6 @@ impl Harness {
             outside,
             invariants: Vec::new(),
             given: Vec::new(),
-            plan_scope: false,
             _dir: dir,
         })
     }
@@ -592,38 +588,6 @@ impl Harness {
     /// what its store does with workspace allowances.
     pub fn facts(&self) -> &Arc<ConfigFacts> {
         &self.facts
-    }
-
-    /// Has the explorer ([`crate::testing::explore`]) also submit a plan that declares its
-    /// files and write inside and outside them ([`crate::testing::plan_scope_operations`]), so
-    /// that it walks the states an approved plan's files bind and drift in. Off by default:
-    /// it multiplies the states of a config by about ten (config/modes.toml: 15 to 148), and
-    /// the random cases already generate such plans and writes.
-    ///
-    /// # Examples
-    /// ```
-    /// use std::sync::Arc;
-    /// use agent_controller::{ToolRegistry, config};
-    /// use agent_controller::testing::{ConfigFacts, Harness};
-    /// let text = std::fs::read_to_string("config/modes.toml")?;
-    /// let graph = config::parse(&text, "config/modes.toml")?;
-    /// let facts = Arc::new(ConfigFacts::from_toml(&text)?);
-    /// let mut harness = Harness::new(graph, facts, |setup| {
-    ///     setup.builder().tools(ToolRegistry::with_workspace_tools()).build()
-    /// })?;
-    /// harness.explore_plan_scope(true);
-    /// assert!(harness.explores_plan_scope());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn explore_plan_scope(&mut self, on: bool) -> &mut Self {
-        self.plan_scope = on;
-        self
-    }
-
-    /// Whether the explorer walks the states an approved plan's files bind
-    /// ([`Harness::explore_plan_scope`]).
-    pub fn explores_plan_scope(&self) -> bool {
-        self.plan_scope
     }
 
     /// Adds a check of your own, run after the start and after every step.

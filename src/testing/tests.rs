@@ -2551,20 +2551,12 @@ fn the_explorer_visits_the_states_an_approved_plans_files_bind_and_drift_in() {
     // `config/modes.toml` asks (the default): a write outside the files drifts.
     let (graph, facts) = loaded(MODES);
     let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
-    let plain = explore(&mut harness);
-    assert_eq!(
-        (plain.scoped, plain.drifting),
-        (0, 0),
-        "off by default: {plain:?}"
-    );
-    harness.explore_plan_scope(true);
     let asked = explore(&mut harness);
     assert!(asked.is_ok(), "{asked}");
     assert!(asked.scoped > 0 && asked.drifting > 0, "{asked:?}");
     // Under `enforce` nothing drifts: a write outside is refused.
     let (graph, facts) = loaded(PLAN_SCOPE);
     let mut harness = Harness::new(graph, facts, build_correct).expect("a harness");
-    harness.explore_plan_scope(true);
     let enforced = explore(&mut harness);
     assert!(enforced.is_ok(), "{enforced}");
     assert!(enforced.scoped > 0, "{enforced:?}");
