@@ -428,8 +428,6 @@ mod tests {
                     },
                 }),
                 complete: true,
-                scoped: 0,
-                drifting: 0,
             },
             edges: EdgeReport {
                 edges: Vec::new(),

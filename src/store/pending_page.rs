@@ -249,6 +249,10 @@ impl PageFill {
     }
 
     /// How many decisions the page takes (one more tells whether a next page follows).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        expect(dead_code, reason = "the SQL stores read it")
+    )]
     pub(crate) fn limit(&self) -> usize {
         self.limit
     }

@@ -64,7 +64,7 @@ use crate::tool::ASK_USER;
 /// (by scope, mode and tool), and where the clock stands before the deadline of what waits.
 type Rules = (
     usize,
-    Option<(usize, bool)>,
+    Option<usize>,
     Option<RunState>,
     Vec<String>,
     Vec<String>,
@@ -106,23 +106,16 @@ fn rules(reference: &ReferenceSession) -> Rules {
     allowed.sort();
     (
         reference.mode(),
-        // Whether the plan that waits declares its files: approving it binds the next mode.
-        reference
-            .pending()
-            .map(|p| (p.target, super::reference::plan_declares_files(p.plan))),
+        reference.pending().map(|p| p.target),
         reference.run().map(|(_, s)| s),
         reference
             .waiting()
             .iter()
             // What a waiting call asks is part of its state: the answers that fit differ.
             // A child's call by its type (its parent's call id counts up along the path).
-            // A write waiting as drift is a state of its own (the plan's files made it wait).
             .map(|w| {
                 let child = w.child.as_ref().map(|c| &c.agent_type);
-                format!(
-                    "{} {:?} {:?} {child:?} drift {}",
-                    w.tool, w.asks, w.decided, w.drift
-                )
+                format!("{} {:?} {:?} {child:?}", w.tool, w.asks, w.decided)
             })
             .collect(),
         allowed,
@@ -133,21 +126,6 @@ fn rules(reference: &ReferenceSession) -> Rules {
 
 /// A state of the walk: the rules' state.
 type State = Rules;
-
-/// Whether an approved plan's files bind the current mode in `state` (an allowance of scope
-/// `plan` in force there).
-fn scoped(reference: &ReferenceSession) -> bool {
-    let mode = reference.facts().id(reference.mode());
-    reference
-        .allowances()
-        .iter()
-        .any(|a| a.scope == AllowanceScope::Plan && a.mode == mode)
-}
-
-/// Whether a write waits as drift in `state`.
-fn drifting(reference: &ReferenceSession) -> bool {
-    reference.waiting().iter().any(|w| w.drift)
-}
 
 /// Whether `op` decides something: a plan or tool-call decision, an answer, an abort, a manual
 /// switch, time passing, an expiry, a revocation. With a store, the walk also replays every path that ends in one with a restart
@@ -238,12 +216,6 @@ pub struct Exploration {
     /// Whether the walk reached every state: `false` when it stopped at its bound
     /// ([`explore_up_to`], [`crate::testing::Check::max_states`]) with states left unexplored.
     pub complete: bool,
-    /// Of the states reached, those in which an approved plan's files bind the current mode
-    /// (an allowance of scope `plan` in force: `planScope` `ask` or `enforce`).
-    pub scoped: usize,
-    /// Of the states reached, those in which a write outside an approved plan's files waits
-    /// for approval as drift.
-    pub drifting: usize,
 }
 
 impl Exploration {
@@ -337,8 +309,6 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         Op::message(),
         Op::model_fails(),
         Op::submit(0),
-        // A plan that declares its files: approved, they bind the next mode.
-        Op::submit(1),
         Op::submit_file(PlanFile::Missing),
         Op::Message {
             calls: vec![
@@ -455,19 +425,6 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
         for path in [CallPath::Src, CallPath::WalksOut] {
             ops.push(Op::Message {
                 calls: vec![Call::ToolAt(tool.clone(), path)],
-                then: Then::Text,
-            });
-        }
-    }
-    // A write inside the files the kit's plans declare and one outside them, of the first tool
-    // that writes the file at its `path` (where no tool is narrowed, or another is): an
-    // approved plan's files let the first run and make the second drift, or refuse it.
-    if let Some(writer) = facts.path_writers().first()
-        && narrowed_tool(facts).as_ref() != Some(writer)
-    {
-        for path in [CallPath::Src, CallPath::WalksOut] {
-            ops.push(Op::Message {
-                calls: vec![Call::ToolAt(writer.clone(), path)],
                 then: Then::Text,
             });
         }
@@ -693,7 +650,6 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
     let narrowing = narrowed_tool(&facts);
     let narrowing = narrowing.as_deref();
     let mut seen: HashSet<State> = HashSet::from([rules(&root)]);
-    let (mut scoped_states, mut drifting_states) = (0, 0);
     let mut queue: VecDeque<(ReferenceSession, Vec<Op>)> =
         VecDeque::from([(root.clone(), Vec::new())]);
     let mut transitions = 0;
@@ -706,8 +662,6 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                 transitions,
                 counterexample: None,
                 complete: false,
-                scoped: scoped_states,
-                drifting: drifting_states,
             };
         }
         expanded += 1;
@@ -739,8 +693,6 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
             match result {
                 Ok((next, next_path)) => {
                     if seen.insert(rules(&next)) {
-                        scoped_states += usize::from(scoped(&next));
-                        drifting_states += usize::from(drifting(&next));
                         queue.push_back((next, next_path));
                     }
                 }
@@ -756,8 +708,6 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                             divergence,
                         }),
                         complete: true,
-                        scoped: scoped_states,
-                        drifting: drifting_states,
                     };
                 }
             }
@@ -769,7 +719,5 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
         transitions,
         counterexample: None,
         complete: true,
-        scoped: scoped_states,
-        drifting: drifting_states,
     }
 }
