@@ -155,7 +155,7 @@ pub(super) fn import(
     let mut subagents = Vec::new();
     let parsed = agents
         .iter()
-        .map(|file| frontmatter::parse::<Agent>(file))
+        .map(frontmatter::parse::<Agent>)
         .collect::<Result<Vec<(Agent, String)>, _>>()?;
     let mut ids = Ids::reserving(parsed.iter().map(|(agent, _)| agent.name.as_str()));
     for (agent, body) in parsed {

@@ -35,7 +35,12 @@ pub(crate) fn reviewed(
         )),
         ReviewDecision::Escalate => return None,
     };
-    Some(decision.with_sha256(&review.sha256).decided_by(by))
+    Some(
+        decision
+            .with_sha256(&review.sha256)
+            .decided_by(by)
+            .via(crate::quorum::Via::Reviewer),
+    )
 }
 
 impl Change<'_> {
@@ -124,6 +129,7 @@ mod tests {
         assert_eq!(decision.action, DecisionAction::Approved);
         assert_eq!(decision.sha256.as_deref(), Some("abc"), "pinned");
         assert_eq!(decision.decided_by.as_deref(), Some("reviewer critic"));
+        assert_eq!(decision.via, Some(crate::quorum::Via::Reviewer));
         // Advice never decides; a verdict on other text never does.
         assert_eq!(reviewed(&approve, ReviewerMay::Advise, "abc"), None);
         assert_eq!(reviewed(&approve, ReviewerMay::Decide, "other"), None);

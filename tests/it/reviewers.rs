@@ -209,12 +209,13 @@ async fn a_command_reviewer_that_may_decide_approves_the_plan_it_saw() {
     let log = world.log(session.id());
     assert_eq!(log.len(), 1, "{log:?}");
     assert_eq!(log[0]["how"], "reviewer");
+    assert_eq!(log[0]["via"], "reviewer");
     assert_eq!(log[0]["decidedBy"], "reviewer critic");
     assert_eq!(log[0]["review"]["reviewer"], "critic");
     assert_eq!(log[0]["review"]["decision"], "approve");
     let text = world.log_text(session.id());
     assert!(
-        text.contains("\tapproved\treviewer\treviewer critic\tsubmit_plan ")
+        text.contains("\tapproved\treviewer\treviewer\treviewer critic\tsubmit_plan ")
             && text.trim_end().ends_with("it tests its step"),
         "{text}"
     );
