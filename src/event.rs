@@ -12,6 +12,8 @@
 //! `agent_end`: a run that suspends ends (`agent_end`, reason `suspended`) and starts again
 //! with the same id when it is resumed or its suspension is cancelled.
 
+/// A numbered step of a plan, as the suspend payload's `steps` lists them.
+pub use crate::plan::PlanStep;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 ///
 /// # Examples
 /// ```
-/// use agent_controller::plan::PlanStep;
+/// use agent_controller::event::PlanStep;
 /// let step = PlanStep::new(3, "Add the tests.");
 /// assert_eq!(serde_json::to_value(&step)?, serde_json::json!({ "number": 3, "text": "Add the tests." }));
 /// assert_eq!(step.to_string(), "3. Add the tests.");
