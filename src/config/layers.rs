@@ -125,6 +125,13 @@ impl ConfigSources {
     /// user's file under `$XDG_CONFIG_HOME` (else `$HOME/.config`), the local file beside
     /// `project`, and the managed file [`MANAGED_CONFIG_ENV`] names (else
     /// [`DEFAULT_MANAGED_CONFIG`] where it exists).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let sources = ConfigSources::new("config/modes.toml");
+    /// assert_eq!(sources.project(), std::path::Path::new("config/modes.toml"));
+    /// ```
     pub fn new(project: impl Into<PathBuf>) -> Self {
         Self {
             project: project.into(),
@@ -144,12 +151,29 @@ impl ConfigSources {
     }
 
     /// Skips the user's file (`--no-user-config`).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let sources = ConfigSources::new("config/modes.toml").no_user_config().managed_file(None);
+    /// let layers = sources.load()?;
+    /// assert!(layers.graph()?.get("plan").is_some());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn no_user_config(mut self) -> Self {
         self.user = None;
         self
     }
 
     /// Reads the user's layer from `path` instead (`None`: no user layer).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let layers = ConfigSources::new("config/modes.toml").user_file(None).managed_file(None).load()?;
+    /// assert!(!layers.layers().is_empty());
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn user_file(mut self, path: Option<PathBuf>) -> Self {
         self.user = path;
         self
@@ -157,6 +181,13 @@ impl ConfigSources {
 
     /// Reads the managed file at `path`, which must then be readable and valid (`None`: no
     /// managed layer, for a library user whose host has no policy).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let sources = ConfigSources::new("config/modes.toml").managed_file(None);
+    /// assert_eq!(sources.managed_path(), None);
+    /// ```
     pub fn managed_file(mut self, path: Option<PathBuf>) -> Self {
         self.managed = path.map_or(ManagedSource::Off, ManagedSource::Required);
         self
@@ -164,6 +195,14 @@ impl ConfigSources {
 
     /// Reads the project file alone, without the user's or the local file (`--only FILE`);
     /// the managed file is still read: a managed policy never vanishes.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let layers = ConfigSources::new("config/modes.toml").only().managed_file(None).load()?;
+    /// assert_eq!(layers.layers().len(), 1, "the project file alone");
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
     pub fn only(mut self) -> Self {
         self.user = None;
         self.local = false;
@@ -171,11 +210,25 @@ impl ConfigSources {
     }
 
     /// The project's file, as given.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let sources = ConfigSources::new("config/modes.toml").only();
+    /// assert!(sources.project().ends_with("modes.toml"));
+    /// ```
     pub fn project(&self) -> &Path {
         &self.project
     }
 
     /// The managed file these sources read, if any (named, or the default where it exists).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// let sources = ConfigSources::new("config/modes.toml").managed_file(Some("/etc/policy.toml".into()));
+    /// assert_eq!(sources.managed_path(), Some(std::path::Path::new("/etc/policy.toml")));
+    /// ```
     pub fn managed_path(&self) -> Option<&Path> {
         match &self.managed {
             ManagedSource::Required(path) => Some(path),
