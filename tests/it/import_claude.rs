@@ -306,30 +306,14 @@ fn hostile_text_stays_inside_its_comment_and_its_string() {
 #[cfg(feature = "cli")]
 #[test]
 fn import_claude_prints_a_config_check_passes() {
-    use crate::common::cli;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = cli::bin(
-        dir.path(),
-        &[
-            "import",
-            "claude",
-            fixture("import/claude").to_str().expect("present"),
-        ],
-        "",
+    let stderr = crate::common::cli::import_round_trip(
+        "claude",
+        &fixture("import/claude"),
+        "not carried over: deny rule `Bash(rm:*)`",
+        "settings.json",
+        "{\"permissions\": [",
     );
-    assert_eq!(out.status.code(), Some(0), "{}", cli::text(&out));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("not carried over: deny rule `Bash(rm:*)`"),
-        "{stderr}"
-    );
-    std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
-    let checked = cli::bin(dir.path(), &["check", "modes.toml"], "");
-    assert_eq!(checked.status.code(), Some(0), "{}", cli::text(&checked));
-    std::fs::write(dir.path().join("settings.json"), "{\"permissions\": [").expect("write");
-    let bad = cli::bin(dir.path(), &["import", "claude", "settings.json"], "");
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(bad.stdout.is_empty());
+    assert!(!stderr.is_empty());
 }
 
 /// A repository's agent folder is hostile: a symlink in it (to a file outside, say) is not

@@ -350,3 +350,30 @@ pub mod world {
         }
     }
 }
+
+/// `import FORMAT SOURCE` in a fresh directory: exit 0 with `reported` on stderr, and the TOML it
+/// prints passes `check`; then `import FORMAT BAD_NAME` of a file holding `bad_text` is exit 2
+/// with nothing on stdout. Returns the failed import's stderr, for the caller's own checks.
+#[cfg(feature = "cli")]
+pub fn import_round_trip(
+    format: &str,
+    source: &Path,
+    reported: &str,
+    bad_name: &str,
+    bad_text: &str,
+) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = source.to_str().expect("utf-8");
+    let out = bin(dir.path(), &["import", format, source], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(reported), "{stderr}");
+    std::fs::write(dir.path().join("modes.toml"), &out.stdout).expect("write");
+    let checked = bin(dir.path(), &["check", "modes.toml"], "");
+    assert_eq!(checked.status.code(), Some(0), "{}", text(&checked));
+    std::fs::write(dir.path().join(bad_name), bad_text).expect("write");
+    let bad = bin(dir.path(), &["import", format, bad_name], "");
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(bad.stdout.is_empty());
+    String::from_utf8_lossy(&bad.stderr).into_owned()
+}
