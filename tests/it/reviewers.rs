@@ -384,6 +384,165 @@ async fn a_reviewer_with_review_tool_calls_decides_a_waiting_call() {
     assert_eq!(log[0]["how"], "reviewer");
 }
 
+/// `config(may, "10s")` whose `build` mode may start subagent `helper`, which may write: a
+/// child runs under its parent mode's rules with its own on top, the parent's reviewer among
+/// them.
+fn subagent_config(may: &str) -> String {
+    config(may, "10s").replace(
+        "availableTools = [\"read_file\", \"write_file\"]\n",
+        "availableTools = [\"read_file\", \"write_file\", \"subagent\"]\nsubagents = [\"helper\"]\n",
+    ) + "\n[[subagents]]\nid = \"helper\"\ndescription = \"Writes files.\"\navailableTools = [\"read_file\", \"write_file\"]\n"
+}
+
+/// The parent's model starts a `helper`, whose model writes `hello.txt` (a call that waits in
+/// the parent's `build` mode), then each says it is done: the session and how its run ended.
+async fn child_writes(world: &World, config: &str) -> (RunOutcome, Session) {
+    assert!(config.contains("subagents = [\"helper\"]"), "{config}");
+    let model = replay(vec![
+        ReplayModel::call(
+            "s1",
+            "subagent",
+            json!({ "agentType": "helper", "task": "write hello.txt" }),
+        ),
+        ReplayModel::call(
+            "w1",
+            "write_file",
+            json!({ "path": "hello.txt", "content": "hi" }),
+        ),
+        ReplayModel::text("CHILD-DONE"),
+        ReplayModel::text("parent done"),
+    ]);
+    let controller = world
+        .builder(config, model)
+        .subagent_concurrency(1)
+        .build()
+        .expect("controller");
+    let mut session = controller
+        .start_session(SessionOptions::new().mode("build"))
+        .await
+        .expect("session");
+    let outcome = session.send_message("delegate").await.expect("runs");
+    (outcome, session)
+}
+
+/// A subagent's waiting call goes to its parent mode's reviewer as the parent's own would
+/// (the child runs under its parent mode's rules): under `decide` the reviewer's approval runs
+/// it and nobody is asked.
+#[tokio::test]
+async fn a_subagents_waiting_call_goes_to_the_parent_modes_reviewer_which_may_decide() {
+    let world = World::new(&answering(
+        r#"{"decision": "approve", "reason": "a harmless file"}"#,
+    ));
+    let (outcome, session) = child_writes(&world, &subagent_config("decide")).await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "the reviewer approved the child's call: {outcome:?}"
+    );
+    assert!(world.ws.path().join("hello.txt").exists(), "it ran");
+    let seen = world.seen();
+    assert_eq!(seen["on"], "toolCall");
+    assert_eq!(seen["toolName"], "write_file");
+    assert!(session.pending().is_empty());
+}
+
+/// Under `advise` a subagent's waiting call reaches the person in the parent's session with
+/// the reviewer's verdict shown beside it, as the parent's own call would.
+#[tokio::test]
+async fn a_subagents_waiting_call_shows_the_parent_modes_reviewers_advice() {
+    let world = World::new(&answering(
+        r#"{"decision": "reject", "reason": "not that file"}"#,
+    ));
+    let (outcome, session) = child_writes(&world, &subagent_config("advise")).await;
+    assert!(
+        matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "a person decides: {outcome:?}"
+    );
+    assert!(!world.ws.path().join("hello.txt").exists());
+    let pending = session.pending();
+    let call = pending
+        .iter()
+        .find_map(PendingDecision::as_tool_call)
+        .expect("the child's call waits in the parent's session");
+    assert_eq!(call.tool_name(), "write_file");
+    let review = call.payload().review.as_deref().expect("the verdict shown");
+    assert_eq!(review.decision, ReviewDecision::Reject);
+    assert!(!review.decided);
+    let listed = world.pending_json();
+    let write = listed
+        .iter()
+        .find(|p| p["toolName"] == "write_file")
+        .expect("pending lists the child's call");
+    assert_eq!(write["review"]["reason"], "not that file", "{listed:?}");
+}
+
+/// A reviewer's approval never lets through a call the managed config holds (its
+/// `requireApproval`, or an `ask` rule of its `rules`): the call waits for a person, who sees
+/// the verdict (without the managed file the reviewer's approval runs it:
+/// `a_reviewer_with_review_tool_calls_decides_a_waiting_call`).
+#[tokio::test]
+async fn a_reviewers_approval_never_lets_through_a_call_the_managed_config_holds() {
+    let managed_files = [
+        "[[modes]]\nid = \"build\"\nrequireApproval = [\"write_file\"]\n",
+        "[[modes]]\nid = \"build\"\nrules = [{ tool = \"write_file\", action = \"ask\" }]\n",
+    ];
+    for managed in managed_files {
+        let world = World::new(&answering(
+            r#"{"decision": "approve", "reason": "a harmless file"}"#,
+        ));
+        let project = world.ws.path().join("modes.toml");
+        std::fs::write(&project, config("decide", "10s")).expect("project");
+        let managed_path = world.store_dir.path().join("managed.toml");
+        std::fs::write(&managed_path, managed).expect("managed");
+        let graph = agent_controller::config::ConfigSources::new(&project)
+            .user_file(None)
+            .managed_file(Some(managed_path))
+            .load()
+            .expect("merged")
+            .graph()
+            .expect("valid");
+        let model = replay(vec![
+            ReplayModel::call(
+                "w1",
+                "write_file",
+                json!({ "path": "hello.txt", "content": "hi" }),
+            ),
+            ReplayModel::text("done"),
+        ]);
+        let store = Arc::new(FileStore::open(world.store_dir.path()).expect("store"));
+        let controller = AgentController::builder(graph, model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(world.ws.path())
+            .store(store)
+            .build()
+            .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("build"))
+            .await
+            .expect("session");
+        let outcome = session.send_message("write").await.expect("runs");
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "{managed}: the managed config holds it for a person: {outcome:?}"
+        );
+        assert!(!world.ws.path().join("hello.txt").exists(), "{managed}");
+        assert_eq!(world.seen()["toolName"], "write_file", "{managed}: reviewed");
+        let call = common::waiting_calls(&session).remove(0);
+        let review = call.payload().review.as_deref().expect("the verdict shown");
+        assert_eq!(review.decision, ReviewDecision::Approve, "{managed}");
+        assert!(!review.decided, "{managed}: advice only");
+        assert!(session.decision_history().is_empty(), "{managed}");
+        let id = call.decision_id().to_owned();
+        session
+            .decide(&id, Decision::approve().decided_by("alice"))
+            .await
+            .expect("the person approves");
+        assert!(world.ws.path().join("hello.txt").exists(), "{managed}");
+        let log = world.log(session.id());
+        assert_eq!(log[0]["how"], "person", "{managed}: {log:?}");
+        assert_eq!(log[0]["decidedBy"], "alice", "{managed}");
+    }
+}
+
 /// A reviewer's script is protected from the model's writes, like a hook's.
 #[tokio::test]
 async fn a_reviewers_script_is_protected_from_the_models_writes() {
