@@ -2632,7 +2632,7 @@ impl Session {
         self.settle().await?;
         self.check_workspace()?;
         let index = self.pending_named(run_id, tool_call_id)?;
-        self.decide_at(index, decision, None).await
+        self.decide_at(index, decision, &mut None).await
     }
 
     /// Decides the pending plan with this decision id ([`PendingDecision::decision_id`], the
@@ -2709,20 +2709,20 @@ impl Session {
     ) -> Result<RunOutcome, SessionError> {
         self.settle().await?;
         self.check_workspace()?;
-        let index = self.pending_with_id(decision_id)?;
-        if taken.is_some() {
-            return self.decide_at(index, decision, taken).await;
-        }
+        let mut index = self.pending_with_id(decision_id)?;
         // An approval toward a quorum that lost the race to another process's save (another
         // approval, most likely) is tried again on the stored record, while the same decision
         // with the same content still waits: two approvals given at once both land, and the
         // quorum's rule counts them there (a second one by the same identity is refused). Any
         // other decision loses with the conflict, as it was made on what the host showed.
+        // Every host decides through here (the CLI's `decide`, `serve` and ACP through
+        // [`crate::session::SessionHandle`]): `taken` is told once, when the try that lands
+        // is saved.
+        let mut taken = taken;
         let mut tries = 0;
-        let mut index = index;
         loop {
             let pin = self.quorum_pin(index, &decision);
-            match self.decide_at(index, decision.clone(), None).await {
+            match self.decide_at(index, decision.clone(), &mut taken).await {
                 Err(error) if error.is_conflict() && pin.is_some() && tries < QUORUM_RETRIES => {
                     tries += 1;
                     tracing::debug!(session_id = %self.id, %error, "a quorum approval lost a race; trying it again on the stored record");

@@ -81,7 +81,7 @@ impl Session {
         &mut self,
         index: usize,
         decision: Decision,
-        taken: Option<super::handle::TakenNotice>,
+        taken: &mut Option<super::handle::TakenNotice>,
     ) -> Result<RunOutcome, SessionError> {
         let Some(pending) = self.state.pending.get(index) else {
             return Err(SessionError::NotSuspended(String::new()));
@@ -153,7 +153,7 @@ impl Session {
         decision: Decision,
         checked: Checked,
         model: Option<(String, Arc<dyn LanguageModel>)>,
-        (decision_id, taken): (String, Option<super::handle::TakenNotice>),
+        (decision_id, taken): (String, &mut Option<super::handle::TakenNotice>),
     ) -> Result<RunOutcome, SessionError> {
         let decide = Input::Decide {
             index,
@@ -166,7 +166,7 @@ impl Session {
             self.chosen_model = model;
         }
         // Saved: a host that carries the run on in the background answers now.
-        if let Some(taken) = taken {
+        if let Some(taken) = taken.take() {
             let _ = taken.send(self.decision_taken(&decision_id));
         }
         self.carry_on(next).await

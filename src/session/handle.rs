@@ -312,7 +312,9 @@ impl SessionHandle {
     /// ([`DecisionTaken`]); the run it carries on goes on in a task of its own ([`RunTask`]).
     /// What another process saved since is read first, so a decision it took is
     /// [`SessionError::AlreadyDecided`] here. Of two tasks deciding the same decision at once,
-    /// exactly one is answered with its [`DecisionTaken`].
+    /// exactly one is answered with its [`DecisionTaken`]; but an approval toward a quorum that
+    /// loses the store's compare-and-swap to another host's save is tried again on what it
+    /// saved, as [`Session::decide`] does, so two approvals by two identities both land.
     ///
     /// # Errors
     /// [`SessionError::Busy`] while a run of the session is in progress here; else those of

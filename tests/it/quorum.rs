@@ -414,6 +414,90 @@ rules = [{ tool = "write_file", action = "ask", approvers = 2 }]
     }
 }
 
+/// Two approvals by two identities at once through the library's shared handle (as `serve`
+/// takes them, [`agent_controller::session::SessionHandle::decide_json_via`]), each on its own
+/// copy of the session loaded at the same version (two hosts): one wins the store's
+/// compare-and-swap, the other is tried again on what it saved, and both land, as two
+/// `decide` processes do. The call runs once, after the second.
+#[tokio::test]
+async fn two_approvals_at_once_through_the_library_handle_both_land() {
+    use agent_controller::model::scripted::ReplayModel;
+    use agent_controller::quorum::Via;
+    use agent_controller::session::SessionHandle;
+    use std::sync::Arc;
+    let ws = common::Workspace::new();
+    let store = Arc::new(common::faulty::Paired::default());
+    let model = common::replay(vec![
+        ReplayModel::call(
+            "w1",
+            "write_file",
+            json!({ "path": "a.txt", "content": "hello" }),
+        ),
+        ReplayModel::text("done"),
+    ]);
+    let controller = agent_controller::AgentController::builder(
+        agent_controller::config::parse(TOOL_QUORUM, "modes.toml").expect("config"),
+        model,
+    )
+    .tools(agent_controller::ToolRegistry::with_workspace_tools())
+    .workspace(ws.path())
+    .store(store.clone())
+    .build()
+    .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new())
+        .await
+        .expect("session");
+    session.send_message("write it").await.expect("runs");
+    let id = session.pending()[0].decision_id().to_owned();
+    let session_id = session.id().to_owned();
+    drop(session);
+    let open = || async {
+        SessionHandle::new(
+            controller
+                .restore_session(&session_id, agent_controller::SessionOptions::new())
+                .await
+                .expect("restored"),
+        )
+    };
+    let (alice, bob) = (open().await, open().await);
+    store.pair();
+    let approve = json!({ "action": "approved" });
+    let (a, b) = tokio::join!(
+        alice.decide_json_via(&id, &approve, Some("alice"), Via::Http),
+        bob.decide_json_via(&id, &approve, Some("bob"), Via::Http),
+    );
+    let (a, b) = (
+        a.expect("alice's approval lands"),
+        b.expect("bob's approval lands"),
+    );
+    let (_, run_a) = a;
+    let (_, run_b) = b;
+    run_a.outcome().await.expect("alice's run");
+    run_b.outcome().await.expect("bob's run");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt"))
+            .ok()
+            .as_deref(),
+        Some("hello"),
+        "the quorum of two applied"
+    );
+    let after = controller
+        .restore_session(&session_id, agent_controller::SessionOptions::new())
+        .await
+        .expect("restored");
+    assert!(after.pending().is_empty());
+    let record = after
+        .decision_history()
+        .iter()
+        .find(|d| d.decision_id == id)
+        .expect("a record");
+    let mut by: Vec<&str> = record.approvals.iter().map(|a| a.by.as_str()).collect();
+    by.sort_unstable();
+    assert_eq!(by, ["alice", "bob"]);
+    assert_eq!(record.via, Some(Via::Http));
+}
+
 #[test]
 fn approvers_is_checked_on_a_mode_and_on_an_ask_rule() {
     let errors = agent_controller::config::check(

@@ -69,3 +69,56 @@ impl SessionStore for Faulty {
         self.inner.expire(before).await
     }
 }
+
+/// A memory store whose next two saves, once [`Paired::pair`] arms it, each wait until both
+/// have arrived, then go on in turn: two writers that loaded the same version race to the
+/// compare-and-swap, and exactly one wins it, every time.
+#[derive(Default)]
+pub struct Paired {
+    inner: MemoryStore,
+    barrier: std::sync::Mutex<Option<(std::sync::Arc<tokio::sync::Barrier>, usize)>>,
+}
+
+impl Paired {
+    /// The next two saves meet before either is made.
+    pub fn pair(&self) {
+        *self.barrier.lock().expect("barrier") =
+            Some((std::sync::Arc::new(tokio::sync::Barrier::new(2)), 2));
+    }
+}
+
+#[async_trait::async_trait]
+impl SessionStore for Paired {
+    async fn load(&self, id: &str) -> Result<Option<SessionRecord>, StoreError> {
+        self.inner.load(id).await
+    }
+    async fn save(&self, r: &SessionRecord, e: Option<u64>) -> Result<(), StoreError> {
+        let meet = {
+            let mut slot = self.barrier.lock().expect("barrier");
+            let meet = slot.as_ref().map(|(b, _)| b.clone());
+            if let Some((_, left)) = slot.as_mut() {
+                *left -= 1;
+                if *left == 0 {
+                    *slot = None;
+                }
+            }
+            meet
+        };
+        if let Some(barrier) = meet {
+            barrier.wait().await;
+        }
+        self.inner.save(r, e).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::store::PendingListing, StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, StoreError> {
+        self.inner.expire(before).await
+    }
+}
