@@ -40,7 +40,9 @@ impl Change<'_> {
     /// The `Decide` input: applies `decision`, checked by [`super::check::check`] into
     /// `checked`, to what waits at `index`, the one place a decision of any kind is applied.
     /// Next: wait for the other calls of the reply, the run ended, or it resumes (run the
-    /// approved calls, then call the model).
+    /// approved calls, then call the model). `reviewer`: the reviewer whose verdict is the
+    /// decision; `hook`: the hook that denied a plan (a tool call's hook decides it elsewhere,
+    /// [`Change::finish_hooked_tool`]), each kept on the audit record.
     ///
     /// # Errors
     /// [`SessionError::NotSuspended`] when nothing waits at `index`; nothing changes.
@@ -51,6 +53,7 @@ impl Change<'_> {
         checked: Checked,
         lacking: &[String],
         reviewer: Option<Box<crate::review::ReviewRecord>>,
+        hook: Option<Box<crate::hook::HookRecord>>,
     ) -> Result<Next, SessionError> {
         let approvals = match self.count_approval(index, &decision)? {
             Counted::Apply(approvals) => approvals,
@@ -78,7 +81,8 @@ impl Change<'_> {
                 })
             }
             Some(PendingDecision::Plan(_)) => {
-                let decided = self.decide_plan(index, decision, checked, approvals, reviewer)?;
+                let decided =
+                    self.decide_plan(index, decision, checked, approvals, reviewer, hook)?;
                 let run_id = decided.run_id;
                 Ok(match decided.limit {
                     Some(error) => Next::Ended {
@@ -106,6 +110,7 @@ impl Change<'_> {
         checked: Checked,
         approvals: Vec<crate::quorum::Approval>,
         reviewer: Option<Box<crate::review::ReviewRecord>>,
+        hook: Option<Box<crate::hook::HookRecord>>,
     ) -> Result<PlanDecided, SessionError> {
         if decision.action == DecisionAction::Answered {
             return Err(SessionError::MalformedDecision(
@@ -259,6 +264,8 @@ impl Change<'_> {
         record.steps = chosen.map(|c| c.approved).unwrap_or_default();
         // The reviewer that decided, or the advice the person who decided saw.
         record.review = reviewer.or_else(|| pending.payload.review.clone());
+        // The hook that denied it, as a tool call's record names it.
+        record.hook = hook;
         let (record_id, record_by, record_at) = (
             record.decision_id.clone(),
             record.decided_by.clone(),

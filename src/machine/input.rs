@@ -180,6 +180,18 @@ pub(crate) enum Input {
         /// As for [`Input::Decide`].
         lacking: Vec<String>,
     },
+    /// A hook denied the plan that waits as `decision_id` ([`crate::hook`]): it is rejected with
+    /// the hook's reason as the feedback, before anyone is asked, and its audit record names
+    /// the hook (`hook`; `via` hook), as a tool call's does. Next: as for [`Input::Decide`]
+    /// of that rejection; [`Next::Nothing`] when no plan waits under that id.
+    HookDeniedPlan {
+        /// The pending plan the hook denied.
+        decision_id: String,
+        /// What the hooks answered (a deny).
+        hook: Box<crate::hook::HookRecord>,
+        /// As for [`Input::Decide`].
+        lacking: Vec<String>,
+    },
     /// The host's decision on what waits at `index`, checked already
     /// ([`super::check::check`]). Next: wait for the other calls of the reply, the run ended, or
     /// it resumes: run the approved tools, then call the model.
@@ -374,7 +386,10 @@ impl Input {
     pub(crate) fn may_refuse(&self) -> bool {
         matches!(
             self,
-            Input::Decide { .. } | Input::Review { .. } | Input::ChooseModel(_)
+            Input::Decide { .. }
+                | Input::Review { .. }
+                | Input::HookDeniedPlan { .. }
+                | Input::ChooseModel(_)
         )
     }
 }
@@ -499,7 +514,12 @@ impl Change<'_> {
                 decision,
                 checked,
                 lacking,
-            } => self.decide(index, decision, checked, &lacking, None)?,
+            } => self.decide(index, decision, checked, &lacking, None, None)?,
+            Input::HookDeniedPlan {
+                decision_id,
+                hook,
+                lacking,
+            } => self.hook_denied_plan(&decision_id, hook, &lacking)?,
             Input::Review {
                 decision_id,
                 lacking,

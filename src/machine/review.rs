@@ -108,7 +108,14 @@ impl Change<'_> {
             ..review.clone()
         };
         let checked = super::check::check(pending, &decision)?;
-        self.decide(index, decision, checked, lacking, Some(Box::new(record)))
+        self.decide(
+            index,
+            decision,
+            checked,
+            lacking,
+            Some(Box::new(record)),
+            None,
+        )
     }
 }
 

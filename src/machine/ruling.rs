@@ -27,6 +27,10 @@ use crate::mode::{Mode, ModeGraph};
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 
 use super::check::decision_id_for;
+use super::decision::Decision;
+use super::error::SessionError;
+use super::next::Next;
+use super::pending::PendingDecision;
 
 /// How one tool call of the current mode is handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +102,37 @@ pub(crate) fn hooked(
             Ruling::HookAllowed(Box::new(hook.clone()))
         }
         (ruling, _) => ruling,
+    }
+}
+
+impl Change<'_> {
+    /// The `HookDeniedPlan` input: the plan that waits as `decision_id`, which hook `hook`
+    /// denied, is rejected with the hook's reason as the feedback (the model revises), decided
+    /// by `hook NAME` through the hook (`via`), the record naming the hook: what a person would
+    /// see in the log for a tool call a hook denied. [`Next::Nothing`] when no plan waits under
+    /// that id.
+    ///
+    /// # Errors
+    /// What the one check refuses ([`super::check::check`]); nothing changes.
+    pub(crate) fn hook_denied_plan(
+        &mut self,
+        decision_id: &str,
+        hook: Box<HookRecord>,
+        lacking: &[String],
+    ) -> Result<Next, SessionError> {
+        let Some(index) =
+            self.state.pending.iter().position(|p| {
+                matches!(p, PendingDecision::Plan(_)) && p.decision_id() == decision_id
+            })
+        else {
+            return Ok(Next::Nothing);
+        };
+        let reason = hook.reason.as_deref().unwrap_or_default();
+        let decision = Decision::reject_with(format!("Rejected by hook `{}`: {reason}", hook.hook))
+            .decided_by(format!("hook {}", hook.hook))
+            .via(crate::quorum::Via::Hook);
+        let checked = super::check::check(&self.state.pending[index], &decision)?;
+        self.decide(index, decision, checked, lacking, None, Some(hook))
     }
 }
 

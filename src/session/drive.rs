@@ -1629,13 +1629,22 @@ impl Session {
                 // one decision path, before anyone is asked. An allow is no objection: the
                 // plan waits for a person like any other.
                 Some(hook) if hook.decision == HookDecision::Deny => {
-                    let index = self.state.pending.len().saturating_sub(1);
-                    let reason = hook.reason.clone().unwrap_or_default();
-                    let feedback = format!("Rejected by hook `{}`: {reason}", hook.hook);
-                    let decision = Decision::reject_with(feedback)
-                        .decided_by(format!("hook {}", hook.hook))
-                        .via(crate::quorum::Via::Hook);
-                    self.decide_at(index, decision, None).await
+                    let decision_id = self
+                        .state
+                        .pending
+                        .last()
+                        .map(|p| p.decision_id().to_owned())
+                        .unwrap_or_default();
+                    let denied = Input::HookDeniedPlan {
+                        decision_id,
+                        hook: Box::new(hook),
+                        lacking: self.lacking_tools(),
+                    };
+                    let next = match self.handle(denied).await? {
+                        Next::Nothing => next,
+                        decided => decided,
+                    };
+                    self.carry_on(next).await
                 }
                 // A reviewer saw it: its verdict is the decision if the rules say so
                 // (`reviewerMay = "decide"`), else the plan waits with it shown.

@@ -407,3 +407,66 @@ async fn the_log_prints_a_sessions_decisions_in_order_with_how_each_was_taken() 
     );
     assert_eq!(unknown.status.code(), Some(common::cli::INVALID));
 }
+
+/// A plan a hook denies is logged as the hook's decision, as a tool call's is: `how` and `via`
+/// say hook, the record names the hook and its reason, and the text log does not read as if a
+/// person rejected it.
+#[tokio::test]
+async fn the_log_says_a_hook_rejected_a_plan_and_names_it() {
+    let ws = Workspace::new();
+    let store_dir = tempfile::tempdir().expect("store dir");
+    let store = Arc::new(agent_controller::FileStore::open(store_dir.path()).expect("store"));
+    let path = ws.plan("greet.md", PLAN);
+    let model = replay(vec![
+        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("revising"),
+    ]);
+    let hook = Scripted {
+        answer: Answer::Verdict(HookVerdict::deny("no step tests it")),
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let controller =
+        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store)
+            .hook(hook)
+            .build()
+            .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("runs");
+    let record = session.decision_history().last().expect("the rejection");
+    assert_eq!(record.how(), agent_controller::event::DecidedHow::Hook);
+    let id = session.id().to_owned();
+    drop(session);
+    let store_arg = store_dir.path().to_str().expect("utf-8").to_owned();
+    let out = common::cli::output(
+        common::cli::command(ws.path(), &["log", &id, "--store", &store_arg, "--json"]),
+        "",
+    );
+    assert!(out.status.success(), "{}", common::stderr(&out));
+    let lines = common::json_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["toolCallId"], "p1");
+    assert_eq!(lines[0]["outcome"], "rejected");
+    assert_eq!(lines[0]["how"], "hook", "{lines:?}");
+    assert_eq!(lines[0]["via"], "hook");
+    assert_eq!(lines[0]["decidedBy"], "hook scripted");
+    assert_eq!(lines[0]["hook"]["hook"], "scripted", "{lines:?}");
+    assert_eq!(lines[0]["hook"]["decision"], "deny");
+    assert_eq!(lines[0]["hook"]["reason"], "no step tests it");
+    let text = common::cli::output(
+        common::cli::command(ws.path(), &["log", &id, "--store", &store_arg]),
+        "",
+    );
+    let text = String::from_utf8_lossy(&text.stdout).into_owned();
+    let first = text.lines().next().expect("a line");
+    assert!(
+        first.contains("\trejected\thook\thook\thook scripted\tsubmit_plan "),
+        "{first}"
+    );
+    assert!(first.trim_end().ends_with("no step tests it"), "{first}");
+}
