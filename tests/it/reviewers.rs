@@ -525,7 +525,11 @@ async fn a_reviewers_approval_never_lets_through_a_call_the_managed_config_holds
             "{managed}: the managed config holds it for a person: {outcome:?}"
         );
         assert!(!world.ws.path().join("hello.txt").exists(), "{managed}");
-        assert_eq!(world.seen()["toolName"], "write_file", "{managed}: reviewed");
+        assert_eq!(
+            world.seen()["toolName"],
+            "write_file",
+            "{managed}: reviewed"
+        );
         let call = common::waiting_calls(&session).remove(0);
         let review = call.payload().review.as_deref().expect("the verdict shown");
         assert_eq!(review.decision, ReviewDecision::Approve, "{managed}");
