@@ -603,7 +603,7 @@ fn skeleton(text: &str) -> String {
 }
 
 /// Whether `c` can hide, move or fake text when shown: see the module docs for the classes.
-fn hides(c: char) -> bool {
+pub(crate) fn hides(c: char) -> bool {
     if c.is_ascii() {
         return c.is_ascii_control();
     }

@@ -72,7 +72,12 @@ pub(crate) fn acp(args: AcpArgs) -> Outcome {
         let mut builder = AgentController::builder(graph, model.clone())
             .tools(tools)
             .workspace(cwd)
-            .protected_path(&path)
+            .protected_path(&path);
+        // Every layer file: the local one beside the config too.
+        for file in sources.files() {
+            builder = builder.protected_path(file);
+        }
+        let mut builder = builder
             .managed_watch(ManagedWatch::new(sources))
             .model_chooser(SpecChooser);
         if let Some(id) = &own_model {

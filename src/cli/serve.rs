@@ -182,10 +182,15 @@ impl Setup {
             true => (self.graph.clone(), self.tools.clone()),
             false => load(config)?,
         };
-        AgentController::builder(graph, model)
+        let mut builder = AgentController::builder(graph, model)
             .tools(tools)
             .workspace(workspace)
-            .protected_path(config)
+            .protected_path(config);
+        // Every layer file: the local one beside the config too.
+        for file in crate::cli::setup::config_files(config) {
+            builder = builder.protected_path(file);
+        }
+        builder
             .managed_watch(crate::cli::setup::watch(config))
             .model_chooser(SpecChooser)
             .store(self.store.clone())

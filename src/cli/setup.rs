@@ -69,6 +69,13 @@ pub(crate) fn layers(path: &Path) -> Result<config::Layers, config::ConfigError>
     sources(path, inside).load()
 }
 
+/// Every file of the config at `path` ([`layers`]: its layers, present or not), for a
+/// controller to protect from the tools.
+pub(crate) fn config_files(path: &Path) -> Vec<PathBuf> {
+    let inside = (path == Path::new(DEFAULT_CONFIG)).then_some(Path::new("."));
+    sources(path, inside).files()
+}
+
 /// A watch on the managed file of the config at `path` ([`layers`]), for a controller whose
 /// sessions should see its change at their next step ([`config::ManagedWatch`]).
 pub(crate) fn watch(path: &Path) -> config::ManagedWatch {
@@ -241,17 +248,23 @@ fn controller_beside(
         let model = SpecChooser.build(id)?;
         Ok(Arc::new(SpinnerModel::new(model, spin)))
     };
+    let layers = match &common.config {
+        Some(_) => sources(config, None),
+        None => sources(Path::new(DEFAULT_CONFIG), Some(workspace)),
+    };
     let mut builder = AgentController::builder(graph, model)
         .tools(tools)
         .workspace(workspace)
         .protected_path(config)
         .model_chooser(chooser)
-        .tools_elsewhere(elsewhere.iter().cloned())
-        // A change to the managed config reaches the session at its next step.
-        .managed_watch(config::ManagedWatch::new(match &common.config {
-            Some(_) => sources(config, None),
-            None => sources(Path::new(DEFAULT_CONFIG), Some(workspace)),
-        }));
+        .tools_elsewhere(elsewhere.iter().cloned());
+    // Every layer file, not only the one named: a build step that wrote the local layer
+    // beside it (`modes.local.toml`) would widen the next run.
+    for file in layers.files() {
+        builder = builder.protected_path(file);
+    }
+    // A change to the managed config reaches the session at its next step.
+    let mut builder = builder.managed_watch(config::ManagedWatch::new(layers));
     if let Some(store) = store {
         builder = builder.store(store).lease_duration(common.lease);
     }

@@ -237,6 +237,40 @@ impl ConfigSources {
         }
     }
 
+    /// Every file these sources would read, present or not, in layer order: the user's file,
+    /// the project's, the local layer beside it (`modes.local.toml`), the managed file. A host
+    /// protects them all from the tools ([`crate::AgentControllerBuilder::protected_path`]):
+    /// a build step that wrote any of them could widen what the next run allows.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::config::ConfigSources;
+    /// use std::path::PathBuf;
+    /// let sources = ConfigSources::new("config/modes.toml").no_user_config().managed_file(None);
+    /// assert_eq!(
+    ///     sources.files(),
+    ///     [PathBuf::from("config/modes.toml"), PathBuf::from("config/modes.local.toml")]
+    /// );
+    /// let inside = ConfigSources::new("config/modes.toml").inside("/w").only().managed_file(None);
+    /// assert_eq!(inside.files(), [PathBuf::from("/w/config/modes.toml")]);
+    /// ```
+    pub fn files(&self) -> Vec<PathBuf> {
+        let at = |path: &Path| match &self.inside {
+            Some(dir) => dir.join(path),
+            None => path.to_owned(),
+        };
+        let mut files: Vec<PathBuf> = self.user.iter().cloned().collect();
+        files.push(at(&self.project));
+        if self.local {
+            let parent = self.project.parent().unwrap_or(Path::new(""));
+            files.push(at(&parent.join(LOCAL_CONFIG_NAME)));
+        }
+        if let ManagedSource::Required(path) | ManagedSource::IfPresent(path) = &self.managed {
+            files.push(path.clone());
+        }
+        files
+    }
+
     /// Reads every layer and merges them.
     ///
     /// # Errors

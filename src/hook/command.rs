@@ -3,8 +3,9 @@
 //! `{"decision": "allow" | "deny" | "ask", "reason": "..."}`.
 //!
 //! The command is hostile input like any workspace file: it runs in the workspace, without a
-//! shell, and everything that is not one well-formed answer in time counts as ask, saying why
-//! (a timeout, after which it is killed; a crash or a non-zero exit; output that is not one
+//! shell, in a process group of its own, and everything that is not one well-formed answer in
+//! time counts as ask, saying why (a timeout, after which it is killed with every process it
+//! started; a crash or a non-zero exit; output that is not one
 //! JSON object, or two of them; more than [`MAX_HOOK_OUTPUT`] bytes, after which it is not read
 //! further and is killed; a `deny` without a reason; a script it names in the workspace, such as
 //! `hooks/guard.py`, that does not exist).
@@ -118,7 +119,11 @@ async fn run_unbounded(
                 crate::display::neutralize_line_within(missing, 200)
             )));
         }
-        let mut child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        // Its own process group, so that what it starts (a shell's children) is stopped with it.
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = command
             .args(args)
             .current_dir(workspace)
             .stdin(Stdio::piped())
@@ -128,6 +133,9 @@ async fn run_unbounded(
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| HookError::new(format!("it could not be started: {e}")))?;
+        // Dropped on every way out (an answer, an error, the caller's timeout dropping this
+        // future): the processes the command left are stopped.
+        let _group = ProcessGroup(child.id());
         let mut stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
@@ -181,6 +189,27 @@ async fn run_unbounded(
             )));
         }
         Ok(out)
+    }
+}
+
+/// The process group a command runs in (its leader's id: the command's), killed when this is
+/// dropped, so a command never leaves processes running behind it: `kill_on_drop` stops the
+/// command itself only, and a script's `sleep` or server would outlive it. A group that is
+/// gone already is nothing to do; a process id is not reused while a group of that id lives.
+struct ProcessGroup(Option<u32>);
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        // Never 1: `kill(-1)` would signal every process there is.
+        if let Some(pid) = self
+            .0
+            .and_then(|id| i32::try_from(id).ok())
+            .filter(|&id| id > 1)
+            && let Some(pid) = rustix::process::Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
     }
 }
 

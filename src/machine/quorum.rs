@@ -1,7 +1,8 @@
 //! The quorum's rule (`approvers = N` on a mode, [`crate::quorum`]): the one place it is
 //! applied, for every host. An approval short of the quorum is recorded on the pending
 //! decision, which keeps waiting; the approval that completes it applies the decision; a
-//! rejection by any one rejects. Each approval needs an identity, one per identity; an
+//! rejection by any one rejects. Each approval needs an identity, one per identity (a name that
+//! reads as one that approved already, [`crate::display::look_alike`], is that one); an
 //! always-allow and an edited plan are refused under a quorum.
 
 use super::change::Change;
@@ -71,9 +72,15 @@ impl Change<'_> {
         let Some(by) = identity(decision.decided_by.as_deref()) else {
             return Err(QuorumError::NoIdentity { needed }.into());
         };
-        if terms.approvals.iter().any(|a| a.by == by) {
+        // The same name, or one that reads as it (a Cyrillic `а`, a zero-width space): the
+        // record would show one person twice.
+        if let Some(already) = terms
+            .approvals
+            .iter()
+            .find(|a| a.by == by || crate::display::look_alike(&a.by, by))
+        {
             return Err(QuorumError::SameIdentity {
-                by: by.to_owned(),
+                by: already.by.clone(),
                 needed,
                 have: terms.approvals.len(),
             }

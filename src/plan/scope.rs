@@ -17,7 +17,10 @@
 //!
 //! An entry is refused, and so the whole plan at submit ([`ScopeError`]), when it is not a path
 //! (empty, a URL, control characters, a backslash, a glob that does not compile), leaves the
-//! workspace (absolute, `~`, or a `..` part), or matches everything (`**`, `*`, `/`, `.`); a
+//! workspace (absolute, `~`, or a `..` part), holds a character drawn as nothing or that turns
+//! the text (a zero-width space, a bidirectional override: what the approver reads must be what
+//! is granted), or matches everything (`**`, `*`, `/`, `.`, or spelled otherwise: `**/{*,x}`,
+//! `**/[!q]*`, `**/*.*`, any glob that fits a path of a character it never writes); a
 //! section of more than [`MAX_SCOPE_ENTRIES`] entries is refused too. Paths compare exactly,
 //! byte for byte and case for case: a look-alike of a declared path (another Unicode character
 //! that looks the same) is another path, outside the scope.
@@ -347,6 +350,12 @@ fn entry(item: &str) -> Result<String, ScopeError> {
     if written.chars().any(char::is_control) {
         return refuse("holds a control character: it is not a path");
     }
+    if let Some(c) = written.chars().find(|&c| crate::display::hides(c)) {
+        return refuse(&format!(
+            "holds `{}`, a character drawn as nothing or that changes how the text reads: the approver would read another path than the one granted",
+            c.escape_unicode()
+        ));
+    }
     if written.contains("://") {
         return refuse("is a URL, not a workspace path");
     }
@@ -382,10 +391,40 @@ fn entry(item: &str) -> Result<String, ScopeError> {
         );
     }
     let entry = parts.join("/");
-    if let Err(e) = Glob::path(&entry) {
-        return refuse(&format!("is not a path or glob ({e})"));
+    let glob = match Glob::path(&entry) {
+        Ok(glob) => glob,
+        Err(e) => return refuse(&format!("is not a path or glob ({e})")),
+    };
+    if matches_any_path(&glob, &entry) {
+        return refuse(
+            "matches the whole workspace: declare the files or folders the plan changes",
+        );
     }
     Ok(entry)
+}
+
+/// Whether `glob` (compiled from `entry`) matches every path however it is spelled (`**/{*,x}`,
+/// `**/[!q]*`, `**/*.*`): it matches a path made only of a character `entry` never writes, so
+/// it names no file or folder of its own. A glob that names something (`src/**`, `**/*.rs`,
+/// `docs/{a,b}.md`) fits no such path.
+fn matches_any_path(glob: &Glob, entry: &str) -> bool {
+    let Some(c) = ('a'..='z')
+        .chain('0'..='9')
+        .chain(['ж', 'ŵ', 'ǂ'])
+        .find(|&c| !entry.contains(c))
+    else {
+        // An entry that writes every one of these characters names something.
+        return false;
+    };
+    [
+        format!("{c}"),
+        format!("{c}/{c}"),
+        format!("{c}/{c}/{c}"),
+        format!("{c}.{c}"),
+        format!("{c}/{c}.{c}"),
+    ]
+    .iter()
+    .any(|probe| glob.is_match(probe))
 }
 
 #[cfg(test)]
@@ -444,6 +483,49 @@ mod tests {
             let why = refused(&format!("## Files\n- {entry}\n"));
             assert!(why.contains(says), "{entry}: {why}");
         }
+    }
+
+    #[test]
+    fn globs_that_match_every_path_however_spelled_are_refused() {
+        for entry in [
+            "`**/{*,x}`",
+            "`{*,x}`",
+            "`**/[!q]*`",
+            "`**/*.*`",
+            "`*.*`",
+            "`*/**/*`",
+            "`{src,*}/**`",
+        ] {
+            let why = refused(&format!("## Files\n- {entry}\n"));
+            assert!(why.contains("whole workspace"), "{entry}: {why}");
+        }
+        // Globs that name something stay: a folder, an extension, a name.
+        assert_eq!(
+            scope("## Files\n- `src/**`\n- `**/*.rs`\n- `*.md`\n- `docs/{a,b}.md`\n- `[A-Z]*`\n"),
+            ["src/**", "**/*.rs", "*.md", "docs/{a,b}.md", "[A-Z]*"]
+        );
+    }
+
+    #[test]
+    fn entries_with_characters_drawn_as_nothing_or_turning_text_are_refused() {
+        // What the approver reads must be what is granted: a zero-width space, a right-to-left
+        // override, a BOM, a variation selector make the shown path another one.
+        for entry in [
+            "src/theme.rs\u{200b}",
+            "src/\u{202e}sr.emeht",
+            "\u{feff}src/theme.rs",
+            "src/the\u{fe0f}me.rs",
+            "src/\u{2066}a.rs",
+        ] {
+            let why = refused(&format!("## Files\n- `{entry}`\n"));
+            assert!(why.contains("drawn as nothing"), "{entry:?}: {why}");
+            assert!(why.contains("\\u{"), "the character is named: {why}");
+        }
+        // Visible letters of any script are paths.
+        assert_eq!(
+            scope("## Files\n- `docs/résumé-ж.md`\n"),
+            ["docs/résumé-ж.md"]
+        );
     }
 
     #[test]

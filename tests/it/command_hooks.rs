@@ -179,6 +179,56 @@ async fn a_command_hook_that_misbehaves_counts_as_ask() {
     }
 }
 
+/// Whether process `pid` is gone (or a zombie waiting to be reaped: it runs no more).
+#[cfg(target_os = "linux")]
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // `pid (comm) S ...`: the state follows the last `)`.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// A hook that never answers is stopped whole at its timeout: the processes it started (a
+/// shell's children) go with it, none is left running after the call was ruled.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn a_hook_that_never_answers_is_stopped_with_the_processes_it_started() {
+    let script = "sleep 30 &\necho $! > hooks/child.pid\nwait\n";
+    let started = std::time::Instant::now();
+    let run = run(script, "1s", vec![write("a.txt")]).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(
+        matches!(run.outcome, RunOutcome::ToolCallsSuspended { .. }),
+        "{:?}",
+        run.outcome
+    );
+    let errors = hook_errors(&run.events);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].0, HookDecision::Ask);
+    assert!(
+        errors[0]
+            .1
+            .as_deref()
+            .is_some_and(|e| e.contains("within 1s")),
+        "{errors:?}"
+    );
+    let pid = std::fs::read_to_string(run.ws.path().join("hooks/child.pid")).expect("pid");
+    let pid = pid.trim();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    while !gone(pid) && std::time::Instant::now() < until {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = !gone(pid);
+    if left {
+        // Not left behind by the test either.
+        let _ = std::process::Command::new("kill").arg(pid).status();
+    }
+    assert!(!left, "the hook's child {pid} still runs after its timeout");
+}
+
 /// A build step cannot rewrite the hook to answer `allow`: its script is protected like the
 /// config, even when the hook itself allows the write.
 #[tokio::test]

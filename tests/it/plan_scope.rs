@@ -447,6 +447,32 @@ async fn a_look_alike_of_a_declared_path_is_outside() {
     assert!(result.contains("is outside the approved plan"), "{result}");
 }
 
+/// A declared file that is a symlink to a file the plan did not declare is outside: the path
+/// compared is where the write lands, so the approved name cannot carry a write elsewhere.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_declared_path_that_links_to_an_undeclared_file_is_outside() {
+    let writes = vec![write("w_link", "src/theme.rs")];
+    let s = Setup::new(Some("enforce"), script(writes)).await;
+    std::fs::create_dir_all(s.ws.path().join("src")).expect("src");
+    std::fs::write(s.ws.path().join("Cargo.toml"), "[package]\n").expect("target");
+    std::os::unix::fs::symlink("../Cargo.toml", s.ws.path().join("src/theme.rs")).expect("link");
+    let (_session, outcome) = approved_then(&s, PLAN).await;
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+    let result = s.result_of(2, "w_link").await;
+    assert!(
+        result.contains("`Cargo.toml` is outside the approved plan"),
+        "{result}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(s.ws.path().join("Cargo.toml")).expect("target"),
+        "[package]\n"
+    );
+}
+
 /// Under `off`, and for a plan without a `## Files` section, approval grants and binds
 /// nothing: both writes wait by `requireApproval`, neither as drift.
 #[tokio::test]

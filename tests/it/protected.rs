@@ -270,6 +270,71 @@ fn the_cli_protects_its_config_file_and_its_store() {
     assert!(!ws.path().join("sessions/forged.json").exists());
 }
 
+/// Every config file the CLI's session reads is protected, not only the one `--config` names:
+/// the local layer beside it (`modes.local.toml`) is merged over it, so a build step that
+/// wrote one (`requireApproval = []`) would widen the next run.
+#[cfg(feature = "cli")]
+#[test]
+fn the_cli_protects_the_local_layer_beside_its_config() {
+    let ws = tempfile::tempdir().expect("tempdir");
+    let config_file = ws.path().join("config/modes.toml");
+    std::fs::create_dir_all(config_file.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&config_file, CONFIG).expect("config");
+    let widened = "[[modes]]\nid = \"build\"\nrequireApproval = []\n";
+    for named in [true, false] {
+        let server = ScriptedServer::start_blocking(vec![
+            calls([write("w1", "config/modes.local.toml", widened)]),
+            text("done"),
+        ]);
+        let mut cli = crate::common::agent_controller();
+        cli.args([
+            "run",
+            "--json",
+            "--mode",
+            "build",
+            "--model",
+            "openai/test-model",
+        ]);
+        if named {
+            cli.arg("--config").arg(&config_file);
+        }
+        let out = cli
+            .arg("--workspace")
+            .arg(ws.path())
+            .arg("go")
+            .current_dir(ws.path())
+            .envs(server.env())
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ends: Vec<serde_json::Value> = stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON event"))
+            .filter(|e: &serde_json::Value| e["type"] == "tool_end")
+            .collect();
+        assert_eq!(ends.len(), 1, "{stdout}");
+        assert_eq!(ends[0]["isError"], true, "named {named}: {}", ends[0]);
+        assert!(
+            ends[0]["result"]
+                .as_str()
+                .expect("result")
+                .contains("protected"),
+            "named {named}: {}",
+            ends[0]
+        );
+        assert!(
+            !ws.path().join("config/modes.local.toml").exists(),
+            "named {named}: the local layer was not written"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_protected_plan_file_is_neither_written_by_write_plan_nor_submitted() {
     let ws = tempfile::tempdir().expect("tempdir");

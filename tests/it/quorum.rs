@@ -498,6 +498,37 @@ async fn two_approvals_at_once_through_the_library_handle_both_land() {
     assert_eq!(record.via, Some(Via::Http));
 }
 
+/// A second approval under a name that reads as one that approved already (a Cyrillic `а`, a
+/// zero-width space) is the same identity: the log would show one person twice.
+#[tokio::test]
+async fn a_look_alike_of_an_identity_that_approved_is_the_same_identity() {
+    use agent_controller::{Decision, SessionError, quorum::QuorumError};
+    let (mut session, _, ws) = hooked_session(TOOL_QUORUM).await;
+    let id = session.pending()[0].decision_id().to_owned();
+    session
+        .decide(&id, Decision::approve().decided_by("alice"))
+        .await
+        .expect("one approval");
+    for look_alike in ["\u{430}lice", "al\u{200b}ice", "aIice"] {
+        let error = session
+            .decide(&id, Decision::approve().decided_by(look_alike))
+            .await
+            .expect_err(look_alike);
+        assert!(
+            matches!(&error, SessionError::Quorum(QuorumError::SameIdentity { by, have: 1, .. }) if by == "alice"),
+            "{look_alike:?}: {error}"
+        );
+        assert!(!ws.path().join("a.txt").exists(), "{look_alike:?}");
+        assert_eq!(session.pending()[0].terms().approvals.len(), 1);
+    }
+    // Another person's name runs it.
+    session
+        .decide(&id, Decision::approve().decided_by("Alice Smith"))
+        .await
+        .expect("the quorum");
+    assert!(ws.path().join("a.txt").exists());
+}
+
 #[test]
 fn approvers_is_checked_on_a_mode_and_on_an_ask_rule() {
     let errors = agent_controller::config::check(

@@ -685,6 +685,45 @@ mod model {
         assert_eq!(log[0]["review"]["reason"], "step 2 tests it");
     }
 
+    /// A model that answers prose, a JSON object with an unknown decision or field, or two
+    /// objects escalates, saying why: nothing is decided and the plan waits for a person.
+    #[tokio::test]
+    async fn a_model_reviewer_that_answers_malformed_json_escalates() {
+        for (answer, why) in [
+            ("Looks good to me, approve.", "not a JSON object"),
+            (r#"{"decision": "approve""#, "not a JSON object"),
+            (
+                r#"{"decision": "yes"}"#,
+                "is not approve, reject or escalate",
+            ),
+            (
+                r#"{"decision": "approve", "grant": "write_file"}"#,
+                "not a JSON object",
+            ),
+            (
+                r#"{"decision": "approve"} {"decision": "approve"}"#,
+                "more than one JSON value",
+            ),
+            (r#"["approve"]"#, "not a JSON object"),
+        ] {
+            let world = World::new("");
+            let (outcome, session, _) = submit_to_model(&world, text(answer)).await;
+            assert!(
+                matches!(outcome, RunOutcome::Suspended { .. }),
+                "{answer}: {outcome:?}"
+            );
+            assert_eq!(session.mode().id(), "plan", "{answer}");
+            assert!(session.decision_history().is_empty(), "{answer}");
+            let review = plan_review(&session).expect("shown");
+            assert_eq!(review.decision, ReviewDecision::Escalate, "{answer}");
+            assert!(
+                review.error.as_deref().is_some_and(|e| e.contains(why)),
+                "{answer}: {review:?}"
+            );
+            assert!(world.log(session.id()).is_empty(), "{answer}");
+        }
+    }
+
     #[tokio::test]
     async fn a_model_reviewer_that_calls_a_tool_escalates() {
         let world = World::new("");
