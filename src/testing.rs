@@ -171,6 +171,7 @@ mod edges;
 mod explore;
 mod facts;
 mod harness;
+mod hooks;
 mod reference;
 mod regression_file;
 mod subagents;
@@ -204,6 +205,7 @@ pub use self::facts::{
     WorkspaceStore,
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
+pub use self::hooks::{HookAnswer, HookScript, KIT_HOOK, KIT_HOOK_REASON, is_scripted_tool};
 pub use self::reference::{
     Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
     ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
@@ -1025,10 +1027,12 @@ pub fn sessions(
         move || {
             let facts = facts.clone();
             let n = facts.len();
-            (0..=n)
-                .prop_map(move |start| {
+            // Each case's hook verdicts are an input, as its operations are.
+            (0..=n, hooks::scripts(&facts))
+                .prop_map(move |(start, script)| {
                     ReferenceSession::new(facts.clone(), (start < n).then_some(start))
                         .with_restarts(restarts)
+                        .with_hooks(script)
                 })
                 .boxed()
         },

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
+use super::hooks::{KIT_HOOK, ScriptedHook};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
@@ -323,6 +324,8 @@ pub struct Setup {
     workspace: PathBuf,
     spy: ToolLayer,
     clock: Clock,
+    /// The kit's hook, answering each case's generated verdicts.
+    hook: ScriptedHook,
 }
 
 impl fmt::Debug for Setup {
@@ -426,6 +429,7 @@ impl Setup {
             .workspace(&self.workspace)
             .tool_layer(self.spy)
             .shared_clock(self.clock)
+            .hook(self.hook)
     }
 
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
@@ -462,6 +466,8 @@ pub struct Harness {
     /// before each new start, so every operation sequence starts from a store without them.
     /// Only these: another harness on the same store (another workspace) keeps its own.
     given: Vec<String>,
+    /// The kit's hook on the controller: [`Harness::start`] hands it the case's verdicts.
+    hook: ScriptedHook,
     _dir: tempfile::TempDir,
 }
 
@@ -523,12 +529,14 @@ impl Harness {
         let now = Arc::new(AtomicU64::new(CLOCK_START_MS));
         let reads = now.clone();
         let clock: Clock = Arc::new(move || UNIX_EPOCH + Duration::from_millis(reads.load(SeqCst)));
+        let hook = ScriptedHook::default();
         let setup = Setup {
             graph,
             model: model.clone(),
             workspace: workspace.clone(),
             spy,
             clock: clock.clone(),
+            hook: hook.clone(),
         };
         let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
         observable(&controller, &workspace, &lock(&spied))?;
@@ -572,6 +580,7 @@ impl Harness {
             outside,
             invariants: Vec::new(),
             given: Vec::new(),
+            hook,
             _dir: dir,
         })
     }
@@ -622,6 +631,8 @@ impl Harness {
         lock(&self.model.seen).clear();
         self.run_ids.clear();
         self.now.store(reference.now(), SeqCst);
+        // The case's hook verdicts, an input as its operations are.
+        *lock(&self.hook.script) = reference.hooks().clone();
         let mut options = self.options();
         if let Some(start) = reference.start() {
             options = options.mode(self.facts.id(start));
@@ -935,6 +946,7 @@ impl Harness {
                     mode,
                     allowed_by: None,
                     rule: None,
+                    hooked: false,
                 });
             }
         };
@@ -1024,6 +1036,8 @@ impl Harness {
                     let rule = decision
                         .as_ref()
                         .and_then(|d| d.rule.as_ref().map(|r| r.number));
+                    let hooked = decision.as_ref().and_then(|d| d.decided_by.as_deref())
+                        == Some(&format!("hook {KIT_HOOK}"));
                     let allowed_by = decision
                         .and_then(|d| d.allowed_by)
                         .map(|id| self.named(id, &mode, &tool));
@@ -1033,6 +1047,7 @@ impl Harness {
                         mode,
                         allowed_by,
                         rule,
+                        hooked,
                     })
                 }
                 Record::Event(event) => {
@@ -1752,6 +1767,8 @@ fn result_kind(result: &str) -> ResultKind {
         .is_some_and(|rest| rest.starts_with(TOOL_FEEDBACK_PREFIX))
     {
         ResultKind::ToolRejectedWithFeedback
+    } else if result.starts_with(&format!("Not executed: hook `{KIT_HOOK}` denied it")) {
+        ResultKind::HookDenied
     } else if result.starts_with("Not executed: rule ") {
         ResultKind::Denied
     } else if result.starts_with(APPROVED_RESULT) {
