@@ -602,7 +602,9 @@ impl Check {
         })?;
         let start = (start != facts.default_mode()).then_some(start);
         let restarts = harness.controller().store().is_some();
-        let initial = ReferenceSession::new(facts, start).with_restarts(restarts);
+        let initial = ReferenceSession::new(facts, start)
+            .with_restarts(restarts)
+            .with_hooks(counterexample.hooks.clone());
         Ok(harness
             .run(&initial, &counterexample.ops)
             .err()
@@ -746,6 +748,7 @@ impl Check {
                     start,
                     ops,
                     divergence,
+                    hooks: initial.hooks().clone(),
                 },
                 replays: false,
                 failed_case,
@@ -759,6 +762,7 @@ impl Check {
                 start,
                 ops,
                 divergence,
+                hooks: initial.hooks().clone(),
             },
             replays: true,
             failed_case,
@@ -793,6 +797,7 @@ fn shrunk(harness: &mut Harness, found: Counterexample) -> Counterexample {
         start: found.start,
         ops,
         divergence,
+        hooks: found.hooks,
     }
 }
 
@@ -1012,7 +1017,8 @@ where
 }
 
 /// A strategy for a new reference session on `facts` (started in the default mode or in a
-/// named mode) and up to `max_ops` operations that make sense in turn, for a proptest
+/// named mode, its hook's verdicts generated: [`ReferenceSession::with_hooks`]) and up to
+/// `max_ops` operations that make sense in turn, for a proptest
 /// [`TestRunner`]; `restarts` adds [`Op::Restart`] (for a controller with a store). The third
 /// element counts the operations applied, for shrinking: increment it before each one, as
 /// [`proptest_state_machine::StateMachineTest`] does.

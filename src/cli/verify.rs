@@ -426,6 +426,7 @@ mod tests {
                         expected: "plan".to_owned(),
                         actual: "build".to_owned(),
                     },
+                    hooks: Default::default(),
                 }),
                 complete: true,
             },

@@ -404,7 +404,9 @@ impl Setup {
 
     /// Makes a builder you made (with your graph, your model layer around [`Setup::model`],
     /// your tools, store and limits) observable: sets the kit's workspace and puts the kit's
-    /// spy around every tool it registers when it is built (the clock stays the builder's).
+    /// spy around every tool it registers when it is built (the clock stays the builder's), and
+    /// registers the kit's hook ([`crate::testing::KIT_HOOK`]), which answers each case's
+    /// generated verdicts ([`crate::testing::HookScript`]; none: it has no say).
     /// Call it last, or at least do not set the workspace after it.
     ///
     /// ```

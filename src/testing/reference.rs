@@ -2425,8 +2425,10 @@ impl ReferenceSession {
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::NewSession => {
                 // A session of its own: only the store's workspace allowances carry over.
-                let mut fresh =
-                    ReferenceSession::new(self.facts.clone(), None).with_restarts(self.restarts);
+                // The controller's hook is the same: it answers the same verdicts.
+                let mut fresh = ReferenceSession::new(self.facts.clone(), None)
+                    .with_restarts(self.restarts)
+                    .with_hooks(self.hooks.clone());
                 fresh.now = self.now;
                 fresh.tool_calls = self.tool_calls;
                 fresh.workspace_allowances = std::mem::take(&mut self.workspace_allowances);
