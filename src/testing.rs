@@ -172,6 +172,7 @@ mod explore;
 mod facts;
 mod harness;
 mod hooks;
+mod quorum;
 mod reference;
 mod regression_file;
 mod subagents;
@@ -206,6 +207,7 @@ pub use self::facts::{
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
 pub use self::hooks::{HookAnswer, HookScript, KIT_HOOK, KIT_HOOK_REASON, is_scripted_tool};
+pub use self::quorum::{KIT_APPROVER, QuorumStep, approver};
 pub use self::reference::{
     Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
     ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,

@@ -16,6 +16,7 @@ use serde_json::json;
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{KIT_HOOK, ScriptedHook};
+use super::quorum::{QuorumStep, approver, as_identity};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
@@ -25,10 +26,11 @@ use super::subagents::ChildOrigin;
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
-use crate::event::{DecisionOutcome, Event, Suspension, SuspensionKind};
+use crate::event::{DecisionOutcome, Event, RunState, Suspension, SuspensionKind};
 use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::quorum::QuorumError;
 use crate::run::{DecisionAction, RunOutcome};
 use crate::session::{PendingDecision, Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
@@ -434,6 +436,14 @@ impl Setup {
             .hook(self.hook)
     }
 
+    /// The same setup with a hook of its own, which no case scripts: the controller built
+    /// never hears the case's verdicts (a planted bug for the kit's own tests).
+    #[cfg(test)]
+    pub(crate) fn deaf(mut self) -> Self {
+        self.hook = ScriptedHook::default();
+        self
+    }
+
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
     /// plant a bug with it (a tool run behind the session's back, seen by the kit).
     #[cfg(test)]
@@ -736,6 +746,9 @@ impl Harness {
             return self.compare_state(reference, "start");
         };
         let op = format!("{:?}", step.op);
+        if let Some(quorum) = step.quorum {
+            self.quorum_prelude(step, quorum, reference.now(), &op)?;
+        }
         let before = workspace_files(self.controller.workspace());
         let outcome = self
             .perform(step, reference.now())
@@ -781,6 +794,91 @@ impl Harness {
         }
         self.compare_state(reference, &op)?;
         self.check_invariants(reference, &op)
+    }
+
+    /// The approvals an approval under a quorum needs before its own host call
+    /// ([`QuorumStep`]): approvers 1 to N−1 each leave the decision waiting, and approver 1
+    /// approving again is refused. What they send is not part of the step's trace.
+    ///
+    /// # Errors
+    /// [`Divergence`] ([`Aspect::Outcome`]) when one of them does otherwise.
+    fn quorum_prelude(
+        &mut self,
+        step: &Step,
+        quorum: QuorumStep,
+        now: u64,
+        op: &str,
+    ) -> Result<(), Divergence> {
+        self.now.store(now, SeqCst);
+        let run_ids = self.run_ids.clone();
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let runtime = &self.runtime;
+        let run_id = |run: &RunRef| match run {
+            RunRef::Run(n) => run_ids
+                .get(n.wrapping_sub(1))
+                .cloned()
+                .unwrap_or_else(|| format!("run #{n} was never started")),
+            RunRef::Unknown(id) => id.clone(),
+        };
+        let mut approve = |n: u8| -> Result<RunOutcome, SessionError> {
+            match as_identity(&step.action, &approver(n)) {
+                Action::Resume {
+                    run,
+                    tool_call_id,
+                    decision,
+                } => runtime.block_on(session.resume(&run_id(&run), &tool_call_id, decision)),
+                Action::Decide {
+                    decision_id,
+                    decision,
+                } => runtime.block_on(session.decide(&decision_id, decision)),
+                Action::ResumeJson {
+                    run,
+                    tool_call_id,
+                    data,
+                } => runtime.block_on(session.resume_json(&run_id(&run), &tool_call_id, &data)),
+                other => Err(SessionError::MalformedDecision(format!(
+                    "not a decision: {other:?}"
+                ))),
+            }
+        };
+        let short = |n: u8, got: String| {
+            divergence(
+                Aspect::Outcome,
+                op,
+                format!(
+                    "approval {n} of {} ({}) leaves the decision waiting",
+                    quorum.needed,
+                    approver(n)
+                ),
+                got,
+            )
+        };
+        for n in 1..quorum.needed {
+            let outcome = approve(n).map(|o| o.state());
+            if !matches!(outcome, Ok(RunState::Suspended)) {
+                return Err(short(n, format!("{outcome:?}")));
+            }
+            if n == 1 {
+                // The same identity again: refused, nothing changes.
+                let again = approve(1);
+                if !matches!(
+                    again,
+                    Err(SessionError::Quorum(QuorumError::SameIdentity { .. }))
+                ) {
+                    return Err(divergence(
+                        Aspect::Outcome,
+                        op,
+                        format!("{} approving twice is refused", approver(1)),
+                        format!("{:?}", again.map(|o| o.state())),
+                    ));
+                }
+            }
+        }
+        // Only the completed quorum's call makes what the step compares.
+        lock(&self.model.log).clear();
+        Ok(())
     }
 
     fn perform(&mut self, step: &Step, now: u64) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
@@ -1742,6 +1840,7 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::UnknownSession(_) => Refusal::UnknownSession,
         SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
         SessionError::Expired { .. } => Refusal::Expired,
+        SessionError::Quorum(_) => Refusal::Quorum,
         #[allow(unreachable_patterns)]
         _ => Refusal::Other,
     }

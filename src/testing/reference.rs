@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{HookAnswer, HookScript};
+use super::quorum::QuorumStep;
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
@@ -1266,6 +1267,9 @@ pub enum Refusal {
     Expired,
     /// [`crate::SessionError::InvalidAnswer`]: the answer does not fit the question.
     InvalidAnswer,
+    /// [`crate::SessionError::Quorum`]: an always-allow or an edited plan under a quorum
+    /// ([`super::quorum`]).
+    Quorum,
     /// A variant this version of the reference does not know.
     Other,
 }
@@ -1538,6 +1542,9 @@ pub struct Step {
     pub replies: Vec<Reply>,
     /// What must happen.
     pub expected: Expected,
+    /// An approval under a quorum ([`super::quorum`]): the approvals the harness gives
+    /// before the step's own host call, which carries the last; `None` without one.
+    pub quorum: Option<QuorumStep>,
 }
 
 /// The plan waiting for a decision, as the reference holds it.
@@ -2220,11 +2227,30 @@ impl ReferenceSession {
     /// ```
     pub fn apply(&mut self, op: &Op) -> &Step {
         let mut trace = Vec::new();
-        let (action, mut replies, outcome) = if self.can_apply(op) {
+        // Under a quorum, the session before the step: a refused decision changes nothing.
+        let before = self.facts.has_quorum().then(|| self.clone());
+        let (mut action, mut replies, mut outcome) = if self.can_apply(op) {
             self.step(op, &mut trace)
         } else {
             (Action::Nothing, Vec::new(), Outcome::NoDecision)
         };
+        let mut quorum = None;
+        if let Some(before) = before {
+            match super::quorum::ruled(&before, &action, &outcome) {
+                None => {}
+                Some(Ok((step, named))) => {
+                    quorum = Some(step);
+                    action = named;
+                }
+                Some(Err(refusal)) => {
+                    *self = before;
+                    self.script.clear();
+                    replies = Vec::new();
+                    trace.clear();
+                    outcome = Outcome::Refused(refusal);
+                }
+            }
+        }
         // A child is answered by the same model, while its parent's call runs: before the
         // parent's last reply.
         let children = std::mem::take(&mut self.script);
@@ -2235,6 +2261,7 @@ impl ReferenceSession {
             action,
             replies,
             expected: Expected { outcome, trace },
+            quorum,
         })
     }
 
@@ -2826,7 +2853,10 @@ impl ReferenceSession {
         let hook_of = |this: &Self, call: &ScriptedCall| {
             let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
             let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
+            // A hook's allow never counts toward a quorum: the call waits for the people.
+            let held = super::quorum::quorum_holds_hook_allow(&this.facts, this.mode, &call.tool);
             match this.hooks.on_tool(&call.tool) {
+                Some(HookAnswer::Allow) if held => HookAnswer::Ask,
                 Some(answer) if offered && !denied => answer,
                 _ => HookAnswer::Ask,
             }

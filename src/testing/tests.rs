@@ -2438,3 +2438,57 @@ fn a_hook_allow_that_widens_a_denied_call_is_caught() {
     assert!(found.expected.contains("Denied"), "{found}");
     assert!(found.actual.contains("hooked: true"), "{found}");
 }
+
+#[test]
+fn a_hook_deny_that_still_runs_the_tool_is_caught() {
+    // Planted bug: the controller never hears the kit's hook, so the call its hook denies
+    // runs (an allow rule lets `list_files` run); the kit expects it refused by the hook.
+    let deaf = |setup: Setup| build_correct(setup.deaf());
+    let script = HookScript::default().tool("list_files", HookAnswer::Deny);
+    let (mut harness, mut reference) = hooked_session(deaf, "build", script);
+    reference.apply(&Op::call("list_files"));
+    let found = harness.step(&reference).expect_err("the planted bug");
+    assert!(found.expected.contains("HookDenied"), "{found}");
+    assert!(found.actual.contains("ToolRan"), "{found}");
+}
+
+#[test]
+fn a_tool_that_suspends_itself_is_never_given_a_hook_verdict() {
+    // The controller asks its hooks before any call of the reply runs; a tool that suspends
+    // itself (`ask_user`, the kit's `kit_confirm`) is not scripted: the kit's hook has no say
+    // on it, so it asks whatever the script names, in the reference and in the controller.
+    let script = HookScript::default()
+        .tool(CONFIRM_TOOL, HookAnswer::Deny)
+        .tool(crate::tool::ASK_USER, HookAnswer::Allow)
+        .tool("read_file", HookAnswer::Deny);
+    assert_eq!(script.on_tool(CONFIRM_TOOL), None);
+    assert_eq!(script.on_tool(crate::tool::ASK_USER), None);
+    let graph = config::load(ASKS).expect("config");
+    let facts = Arc::new(report_facts(ASKS));
+    for ask in [Ask::Confirm, Ask::Select] {
+        let mut harness =
+            Harness::new(graph.clone(), facts.clone(), build_with_confirm).expect("a harness");
+        let mut reference =
+            ReferenceSession::new(harness.facts().clone(), None).with_hooks(script.clone());
+        harness.start(&reference).expect("the start");
+        let asked = step_both(&mut harness, &mut reference, Op::ask_with(ask));
+        assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended), "{ask:?}");
+        assert_eq!(reference.waiting()[0].asks, Some(ask));
+        // Beside it, a plain tool's deny still refuses its call.
+        step_both(&mut harness, &mut reference, Op::Abort);
+        let denied = step_both(&mut harness, &mut reference, Op::call("read_file"));
+        assert!(
+            denied.trace.iter().any(|t| matches!(
+                t,
+                Trace::ToolEnded {
+                    result: ResultKind::HookDenied,
+                    ..
+                }
+            )),
+            "{:?}",
+            denied.trace
+        );
+    }
+}
+
+mod quorum;
