@@ -1134,7 +1134,7 @@ impl ConfigFacts {
     /// ```
     /// use agent_controller::testing::ConfigFacts;
     /// let facts = ConfigFacts::from_toml(
-    ///     "[[modes]]\nid = \"build\"\n\
+    ///     "[[modes]]\nid = \"build\"\navailableTools = [\"bash\", \"write_file\"]\n\
     ///      rules = [{ tool = \"bash\", action = \"ask\", approvers = 3 }]\n",
     /// )?;
     /// assert_eq!(facts.call_quorum(0, "bash"), 3);
