@@ -171,6 +171,8 @@ mod edges;
 mod explore;
 mod facts;
 mod harness;
+mod hooks;
+mod quorum;
 mod reference;
 mod regression_file;
 mod subagents;
@@ -204,6 +206,8 @@ pub use self::facts::{
     WorkspaceStore,
 };
 pub use self::harness::{Aspect, Divergence, Harness, HarnessError, Invariant, Setup};
+pub use self::hooks::{HookAnswer, HookScript, KIT_HOOK, KIT_HOOK_REASON, is_scripted_tool};
+pub use self::quorum::{KIT_APPROVER, QuorumStep, approver};
 pub use self::reference::{
     Action, CLOCK_START_MS, Call, CallPath, Decided, EditedPlan, Expected, Feedback,
     ModelAllowance, ModelTask, NARROWING, Offered, Op, Outcome, PLAN_COUNT, PendingPlan, PlanFile,
@@ -600,7 +604,9 @@ impl Check {
         })?;
         let start = (start != facts.default_mode()).then_some(start);
         let restarts = harness.controller().store().is_some();
-        let initial = ReferenceSession::new(facts, start).with_restarts(restarts);
+        let initial = ReferenceSession::new(facts, start)
+            .with_restarts(restarts)
+            .with_hooks(counterexample.hooks.clone());
         Ok(harness
             .run(&initial, &counterexample.ops)
             .err()
@@ -744,6 +750,7 @@ impl Check {
                     start,
                     ops,
                     divergence,
+                    hooks: initial.hooks().clone(),
                 },
                 replays: false,
                 failed_case,
@@ -757,6 +764,7 @@ impl Check {
                 start,
                 ops,
                 divergence,
+                hooks: initial.hooks().clone(),
             },
             replays: true,
             failed_case,
@@ -791,6 +799,7 @@ fn shrunk(harness: &mut Harness, found: Counterexample) -> Counterexample {
         start: found.start,
         ops,
         divergence,
+        hooks: found.hooks,
     }
 }
 
@@ -1010,7 +1019,8 @@ where
 }
 
 /// A strategy for a new reference session on `facts` (started in the default mode or in a
-/// named mode) and up to `max_ops` operations that make sense in turn, for a proptest
+/// named mode, its hook's verdicts generated: [`ReferenceSession::with_hooks`]) and up to
+/// `max_ops` operations that make sense in turn, for a proptest
 /// [`TestRunner`]; `restarts` adds [`Op::Restart`] (for a controller with a store). The third
 /// element counts the operations applied, for shrinking: increment it before each one, as
 /// [`proptest_state_machine::StateMachineTest`] does.
@@ -1025,10 +1035,12 @@ pub fn sessions(
         move || {
             let facts = facts.clone();
             let n = facts.len();
-            (0..=n)
-                .prop_map(move |start| {
+            // Each case's hook verdicts are an input, as its operations are.
+            (0..=n, hooks::scripts(&facts))
+                .prop_map(move |(start, script)| {
                     ReferenceSession::new(facts.clone(), (start < n).then_some(start))
                         .with_restarts(restarts)
+                        .with_hooks(script)
                 })
                 .boxed()
         },

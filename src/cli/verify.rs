@@ -93,7 +93,28 @@ pub(crate) fn verify(args: VerifyArgs) -> Outcome {
             })
         })
     });
-    let closing = |report: &CheckReport| summary(report, warnings.len(), &stubs, &timed, tasks);
+    // The modes with a quorum (`approvers` above 1 on the mode or on one of its rules), which
+    // the kit models.
+    let quorum: Vec<String> = crate::cli::setup::graph_of(&args.config).map_or_else(
+        |_| Vec::new(),
+        |graph| {
+            graph
+                .ids()
+                .map(|id| graph.mode(id))
+                .filter(|mode| {
+                    mode.approvers() > 1
+                        || mode
+                            .rules()
+                            .as_slice()
+                            .iter()
+                            .any(|r| r.needs_approvers() > 1)
+                })
+                .map(|mode| mode.id().to_string())
+                .collect()
+        },
+    );
+    let closing =
+        |report: &CheckReport| summary(report, warnings.len(), &stubs, &timed, tasks, &quorum);
     match result {
         Ok(report) => {
             say!("{report}");
@@ -233,13 +254,15 @@ fn unknown_tools(graph: &ModeGraph, tools: &ToolRegistry) -> Vec<String> {
 }
 
 /// What `verify` checked and what it did not, from the kit's report: two lines. `tasks`: a
-/// mode lists a task tool (which the kit drives where nothing holds their calls).
+/// mode lists a task tool (which the kit drives where nothing holds their calls); `quorum`:
+/// the modes with `approvers` above 1 (on the mode or a rule).
 fn summary(
     report: &CheckReport,
     warnings: usize,
     stubs: &[&str],
     timed: &[String],
     tasks: bool,
+    quorum: &[String],
 ) -> String {
     let exploration = &report.exploration;
     let (states, bound) = if exploration.complete {
@@ -298,6 +321,13 @@ fn summary(
              an update that puts another task in progress, a completion, a check; and the list an \
              approved plan's numbered steps seed; calls held for approval are not made)",
         );
+    }
+    if !quorum.is_empty() {
+        checked.push_str(&format!(
+            ", quorum (approvers above 1 in {}: each approval by distinct identities, the same \
+             identity twice, always-allow and edited plans refused, a hook's allow not counted)",
+            quoted(quorum)
+        ));
     }
     if warnings > 0 {
         checked.push_str(&format!(
@@ -426,6 +456,7 @@ mod tests {
                         expected: "plan".to_owned(),
                         actual: "build".to_owned(),
                     },
+                    hooks: Default::default(),
                 }),
                 complete: true,
             },
@@ -450,6 +481,11 @@ mod tests {
             &["run_tests"],
             &["plan".to_owned()],
             false,
+            &["build".to_owned()],
+        );
+        assert!(
+            text.contains(", quorum (approvers above 1 in `build`: each approval by distinct"),
+            "{text}"
         );
         assert!(
             text.starts_with(
@@ -464,14 +500,15 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("not checked: deadlines"), "{text}");
-        let untimed = summary(&report(false), 0, &[], &[], false);
+        let untimed = summary(&report(false), 0, &[], &[], false, &[]);
+        assert!(!untimed.contains("quorum"), "{untimed}");
         assert!(
             untimed.contains("deadlines (no mode has an approvalTimeout)"),
             "{untimed}"
         );
         assert!(text.contains("the real `run_tests` (stubbed"), "{text}");
         assert!(!text.contains("task tools"), "{text}");
-        let tasks = summary(&report(false), 0, &[], &[], true);
+        let tasks = summary(&report(false), 0, &[], &[], true, &[]);
         assert!(
             tasks.contains(", the task tools (a valid list, two tasks in progress,"),
             "{tasks}"
@@ -495,7 +532,7 @@ mod tests {
             edge(Cause::ExpireQuestion),
         ];
         asked.edges.missed = vec![(edge(Cause::ExpireQuestion), Miss::Unreachable)];
-        let text = summary(&asked, 0, &[], &[], false);
+        let text = summary(&asked, 0, &[], &[], false, &[]);
         assert!(
             text.contains(
                 ", questions (ask_user in `build`: answer_question, decline_question; answers \
@@ -504,7 +541,7 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("not checked: questions"), "{text}");
-        let unasked = summary(&report(false), 0, &[], &[], false);
+        let unasked = summary(&report(false), 0, &[], &[], false, &[]);
         assert!(
             unasked.contains(", questions (no mode offers ask_user)"),
             "{unasked}"
@@ -525,13 +562,13 @@ mod tests {
             edge(Cause::SubagentAnswers),
             edge(Cause::ChildBesideTool),
         ];
-        let text = summary(&started, 0, &[], &[], false);
+        let text = summary(&started, 0, &[], &[], false, &[]);
         assert!(
             text.contains(", subagents (subagent in `build`: subagent_answers, child_beside_tool;"),
             "{text}"
         );
         assert!(!text.contains("not checked: subagents"), "{text}");
-        let none = summary(&report(false), 0, &[], &[], false);
+        let none = summary(&report(false), 0, &[], &[], false, &[]);
         assert!(
             none.contains(", subagents (no mode offers subagent)"),
             "{none}"

@@ -86,11 +86,13 @@ impl ConfigSpec {
                         tool: tool.clone(),
                         pattern: false,
                         action: action.clone(),
+                        approvers: 1,
                     })
                     .collect(),
                 approval_timeout_ms: None,
                 on_timeout: super::facts::TimeoutRule::Reject,
                 subagents: None,
+                approvers: 1,
             })
             .collect();
         ConfigFacts::new(

@@ -632,6 +632,7 @@ fn walk_one(
             start: start.clone(),
             ops: ops.to_vec(),
             divergence,
+            hooks: Default::default(),
         }))
     };
     harness.start(&reference).map_err(|d| diverged(&[], d))?;

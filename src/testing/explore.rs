@@ -279,11 +279,17 @@ pub struct Counterexample {
     pub ops: Vec<Op>,
     /// What differed.
     pub divergence: Divergence,
+    /// What the kit's hook answered in it ([`crate::testing::HookScript`]; none where the
+    /// explorer or the edge walk found it).
+    pub hooks: crate::testing::HookScript,
 }
 
 impl fmt::Display for Counterexample {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "  a session started in `{}`", self.start)?;
+        if !self.hooks.is_empty() {
+            write!(f, ", the kit's hook answering {:?}", self.hooks)?;
+        }
         for (i, op) in self.ops.iter().enumerate() {
             write!(f, "\n  {}. {op:?}", i + 1)?;
         }
@@ -706,6 +712,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                             start: facts.id(root.mode()).to_owned(),
                             ops,
                             divergence,
+                            hooks: Default::default(),
                         }),
                         complete: true,
                     };

@@ -36,6 +36,9 @@ pub struct ModeFacts {
     /// The `subagents` list as written: the subagent types the mode may start (`None`: every
     /// type, where it offers `subagent`).
     pub subagents: Option<Vec<String>>,
+    /// `approvers`: how many approvals by distinct identities a plan submitted in this mode,
+    /// or a call of it waiting for approval, needs (1 without a quorum).
+    pub approvers: u8,
 }
 
 /// One `[[subagents]]` type as the reference model reads it: what bounds a child of it, on
@@ -75,6 +78,8 @@ pub struct RuleFacts {
     pub pattern: bool,
     /// `action`: `allow`, `ask` or `deny`.
     pub action: String,
+    /// `approvers` (an `ask` rule's quorum): 1 without one.
+    pub approvers: u8,
 }
 
 impl RuleFacts {
@@ -276,6 +281,16 @@ fn string_list(value: &Value) -> Option<Vec<String>> {
 
 /// The `rules` of a mode or a subagent type as written (none without the key); `None` when one
 /// lacks its tool or action.
+/// `approvers` of a mode or a rule as written (0 and a missing key count as 1).
+fn approvers_of(table: &Value) -> u8 {
+    table
+        .get("approvers")
+        .and_then(Value::as_integer)
+        .and_then(|n| u8::try_from(n).ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 fn read_rules(table: &Value) -> Option<Vec<RuleFacts>> {
     table
         .get("rules")
@@ -290,6 +305,7 @@ fn read_rules(table: &Value) -> Option<Vec<RuleFacts>> {
                     .iter()
                     .any(|k| rule.get(*k).is_some()),
                 action: text("action")?,
+                approvers: approvers_of(rule),
             })
         })
         .collect()
@@ -395,6 +411,7 @@ impl ConfigFacts {
                 approval_timeout_ms,
                 on_timeout,
                 subagents,
+                approvers: approvers_of(raw),
             });
         }
         let marked = raw_modes
@@ -1070,6 +1087,12 @@ impl ConfigFacts {
     /// among equals. Returns its number (from 1) and action; `None` when none decides (a tool
     /// the mode does not offer included: `availableTools` outranks every rule).
     pub fn rule_for(&self, mode: usize, tool: &str) -> Option<(usize, &str)> {
+        self.deciding_rule(mode, tool)
+            .map(|(n, rule)| (n, rule.action.as_str()))
+    }
+
+    /// [`ConfigFacts::rule_for`], the rule itself.
+    fn deciding_rule(&self, mode: usize, tool: &str) -> Option<(usize, &RuleFacts)> {
         if self.offers(mode, tool) != Some(true) {
             return None;
         }
@@ -1083,7 +1106,55 @@ impl ConfigFacts {
                 best = Some((i + 1, rule));
             }
         }
-        best.map(|(n, rule)| (n, rule.action.as_str()))
+        best
+    }
+
+    /// How many approvals by distinct identities a plan submitted in `mode` needs: the mode's
+    /// `approvers` (1 without a quorum).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\napprovers = 2\n\n\
+    ///      [[modes]]\nid = \"build\"\n",
+    /// )?;
+    /// assert_eq!((facts.plan_quorum(0), facts.plan_quorum(1)), (2, 1));
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn plan_quorum(&self, mode: usize) -> u8 {
+        self.modes.get(mode).map_or(1, |m| m.approvers)
+    }
+
+    /// How many approvals by distinct identities a kit call of `tool` waiting for approval in
+    /// `mode` needs: the mode's `approvers` or the deciding `ask` rule's, whichever is higher
+    /// (1 without a quorum).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml(
+    ///     "[[modes]]\nid = \"build\"\navailableTools = [\"bash\", \"write_file\"]\n\
+    ///      rules = [{ tool = \"bash\", action = \"ask\", approvers = 3 }]\n",
+    /// )?;
+    /// assert_eq!(facts.call_quorum(0, "bash"), 3);
+    /// assert_eq!(facts.call_quorum(0, "write_file"), 1);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn call_quorum(&self, mode: usize, tool: &str) -> u8 {
+        let rule = self
+            .deciding_rule(mode, tool)
+            .filter(|(_, r)| r.action == "ask")
+            .map_or(1, |(_, r)| r.approvers);
+        self.plan_quorum(mode).max(rule)
+    }
+
+    /// Whether any mode or rule needs more than one approval ([`ConfigFacts::plan_quorum`],
+    /// [`ConfigFacts::call_quorum`]).
+    pub fn has_quorum(&self) -> bool {
+        self.modes
+            .iter()
+            .any(|m| m.approvers > 1 || m.rules.iter().any(|r| r.approvers > 1))
     }
 
     /// The registered tools `mode` offers whose kit calls a rule with `action` decides, in
@@ -1274,6 +1345,7 @@ impl ConfigFacts {
             tool: tool.clone(),
             pattern: false,
             action: "ask".to_owned(),
+            approvers: 1,
         };
         match &kind.require_approval {
             Approvals::None => {}

@@ -15,6 +15,8 @@ use serde_json::json;
 
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
+use super::hooks::{KIT_HOOK, ScriptedHook};
+use super::quorum::{QuorumStep, approver, as_identity};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
@@ -24,10 +26,11 @@ use super::subagents::ChildOrigin;
 use crate::allowance::{Allowance, AllowanceScope};
 use crate::controller::{AgentController, AgentControllerBuilder, ToolLayer};
 use crate::deadline::{APPROVED_NOT_RUN_RESULT, Clock};
-use crate::event::{DecisionOutcome, Event, Suspension, SuspensionKind};
+use crate::event::{DecisionOutcome, Event, RunState, Suspension, SuspensionKind};
 use crate::machine::rejection::{TOOL_FEEDBACK_PREFIX, TOOL_REJECTED_RESULT};
 use crate::mode::ModeGraph;
 use crate::model::{LanguageModel, Message, ModelError, ModelRequest, ModelResponse};
+use crate::quorum::QuorumError;
 use crate::run::{DecisionAction, RunOutcome};
 use crate::session::{PendingDecision, Session, SessionError, SessionOptions};
 use crate::tool::submit_plan::{
@@ -323,6 +326,8 @@ pub struct Setup {
     workspace: PathBuf,
     spy: ToolLayer,
     clock: Clock,
+    /// The kit's hook, answering each case's generated verdicts.
+    hook: ScriptedHook,
 }
 
 impl fmt::Debug for Setup {
@@ -401,7 +406,9 @@ impl Setup {
 
     /// Makes a builder you made (with your graph, your model layer around [`Setup::model`],
     /// your tools, store and limits) observable: sets the kit's workspace and puts the kit's
-    /// spy around every tool it registers when it is built (the clock stays the builder's).
+    /// spy around every tool it registers when it is built (the clock stays the builder's), and
+    /// registers the kit's hook ([`crate::testing::KIT_HOOK`]), which answers each case's
+    /// generated verdicts ([`crate::testing::HookScript`]; none: it has no say).
     /// Call it last, or at least do not set the workspace after it.
     ///
     /// ```
@@ -426,6 +433,15 @@ impl Setup {
             .workspace(&self.workspace)
             .tool_layer(self.spy)
             .shared_clock(self.clock)
+            .hook(self.hook)
+    }
+
+    /// The same setup with a hook of its own, which no case scripts: the controller built
+    /// never hears the case's verdicts (a planted bug for the kit's own tests).
+    #[cfg(test)]
+    pub(crate) fn deaf(mut self) -> Self {
+        self.hook = ScriptedHook::default();
+        self
     }
 
     /// The kit's spy, which the built controller puts around every tool: the kit's own tests
@@ -462,6 +478,8 @@ pub struct Harness {
     /// before each new start, so every operation sequence starts from a store without them.
     /// Only these: another harness on the same store (another workspace) keeps its own.
     given: Vec<String>,
+    /// The kit's hook on the controller: [`Harness::start`] hands it the case's verdicts.
+    hook: ScriptedHook,
     _dir: tempfile::TempDir,
 }
 
@@ -523,12 +541,14 @@ impl Harness {
         let now = Arc::new(AtomicU64::new(CLOCK_START_MS));
         let reads = now.clone();
         let clock: Clock = Arc::new(move || UNIX_EPOCH + Duration::from_millis(reads.load(SeqCst)));
+        let hook = ScriptedHook::default();
         let setup = Setup {
             graph,
             model: model.clone(),
             workspace: workspace.clone(),
             spy,
             clock: clock.clone(),
+            hook: hook.clone(),
         };
         let controller = build(setup).map_err(|e| HarnessError::Build(e.to_string()))?;
         observable(&controller, &workspace, &lock(&spied))?;
@@ -572,6 +592,7 @@ impl Harness {
             outside,
             invariants: Vec::new(),
             given: Vec::new(),
+            hook,
             _dir: dir,
         })
     }
@@ -622,6 +643,8 @@ impl Harness {
         lock(&self.model.seen).clear();
         self.run_ids.clear();
         self.now.store(reference.now(), SeqCst);
+        // The case's hook verdicts, an input as its operations are.
+        *lock(&self.hook.script) = reference.hooks().clone();
         let mut options = self.options();
         if let Some(start) = reference.start() {
             options = options.mode(self.facts.id(start));
@@ -723,6 +746,9 @@ impl Harness {
             return self.compare_state(reference, "start");
         };
         let op = format!("{:?}", step.op);
+        if let Some(quorum) = step.quorum {
+            self.quorum_prelude(step, quorum, reference.now(), &op)?;
+        }
         let before = workspace_files(self.controller.workspace());
         let outcome = self
             .perform(step, reference.now())
@@ -768,6 +794,91 @@ impl Harness {
         }
         self.compare_state(reference, &op)?;
         self.check_invariants(reference, &op)
+    }
+
+    /// The approvals an approval under a quorum needs before its own host call
+    /// ([`QuorumStep`]): approvers 1 to N−1 each leave the decision waiting, and approver 1
+    /// approving again is refused. What they send is not part of the step's trace.
+    ///
+    /// # Errors
+    /// [`Divergence`] ([`Aspect::Outcome`]) when one of them does otherwise.
+    fn quorum_prelude(
+        &mut self,
+        step: &Step,
+        quorum: QuorumStep,
+        now: u64,
+        op: &str,
+    ) -> Result<(), Divergence> {
+        self.now.store(now, SeqCst);
+        let run_ids = self.run_ids.clone();
+        let Some(session) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let runtime = &self.runtime;
+        let run_id = |run: &RunRef| match run {
+            RunRef::Run(n) => run_ids
+                .get(n.wrapping_sub(1))
+                .cloned()
+                .unwrap_or_else(|| format!("run #{n} was never started")),
+            RunRef::Unknown(id) => id.clone(),
+        };
+        let mut approve = |n: u8| -> Result<RunOutcome, SessionError> {
+            match as_identity(&step.action, &approver(n)) {
+                Action::Resume {
+                    run,
+                    tool_call_id,
+                    decision,
+                } => runtime.block_on(session.resume(&run_id(&run), &tool_call_id, decision)),
+                Action::Decide {
+                    decision_id,
+                    decision,
+                } => runtime.block_on(session.decide(&decision_id, decision)),
+                Action::ResumeJson {
+                    run,
+                    tool_call_id,
+                    data,
+                } => runtime.block_on(session.resume_json(&run_id(&run), &tool_call_id, &data)),
+                other => Err(SessionError::MalformedDecision(format!(
+                    "not a decision: {other:?}"
+                ))),
+            }
+        };
+        let short = |n: u8, got: String| {
+            divergence(
+                Aspect::Outcome,
+                op,
+                format!(
+                    "approval {n} of {} ({}) leaves the decision waiting",
+                    quorum.needed,
+                    approver(n)
+                ),
+                got,
+            )
+        };
+        for n in 1..quorum.needed {
+            let outcome = approve(n).map(|o| o.state());
+            if !matches!(outcome, Ok(RunState::Suspended)) {
+                return Err(short(n, format!("{outcome:?}")));
+            }
+            if n == 1 {
+                // The same identity again: refused, nothing changes.
+                let again = approve(1);
+                if !matches!(
+                    again,
+                    Err(SessionError::Quorum(QuorumError::SameIdentity { .. }))
+                ) {
+                    return Err(divergence(
+                        Aspect::Outcome,
+                        op,
+                        format!("{} approving twice is refused", approver(1)),
+                        format!("{:?}", again.map(|o| o.state())),
+                    ));
+                }
+            }
+        }
+        // Only the completed quorum's call makes what the step compares.
+        lock(&self.model.log).clear();
+        Ok(())
     }
 
     fn perform(&mut self, step: &Step, now: u64) -> Result<Outcome, Box<dyn std::any::Any + Send>> {
@@ -935,6 +1046,7 @@ impl Harness {
                     mode,
                     allowed_by: None,
                     rule: None,
+                    hooked: false,
                 });
             }
         };
@@ -1024,6 +1136,8 @@ impl Harness {
                     let rule = decision
                         .as_ref()
                         .and_then(|d| d.rule.as_ref().map(|r| r.number));
+                    let hooked = decision.as_ref().and_then(|d| d.decided_by.as_deref())
+                        == Some(&format!("hook {KIT_HOOK}"));
                     let allowed_by = decision
                         .and_then(|d| d.allowed_by)
                         .map(|id| self.named(id, &mode, &tool));
@@ -1033,6 +1147,7 @@ impl Harness {
                         mode,
                         allowed_by,
                         rule,
+                        hooked,
                     })
                 }
                 Record::Event(event) => {
@@ -1725,6 +1840,7 @@ fn refusal(error: &SessionError) -> Refusal {
         SessionError::UnknownSession(_) => Refusal::UnknownSession,
         SessionError::Store(_) | SessionError::NoStore => Refusal::Store,
         SessionError::Expired { .. } => Refusal::Expired,
+        SessionError::Quorum(_) => Refusal::Quorum,
         #[allow(unreachable_patterns)]
         _ => Refusal::Other,
     }
@@ -1752,6 +1868,8 @@ fn result_kind(result: &str) -> ResultKind {
         .is_some_and(|rest| rest.starts_with(TOOL_FEEDBACK_PREFIX))
     {
         ResultKind::ToolRejectedWithFeedback
+    } else if result.starts_with(&format!("Not executed: hook `{KIT_HOOK}` denied it")) {
+        ResultKind::HookDenied
     } else if result.starts_with("Not executed: rule ") {
         ResultKind::Denied
     } else if result.starts_with(APPROVED_RESULT) {

@@ -22,6 +22,8 @@ use sha2::{Digest, Sha256};
 
 use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
+use super::hooks::{HookAnswer, HookScript};
+use super::quorum::QuorumStep;
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
@@ -1265,6 +1267,9 @@ pub enum Refusal {
     Expired,
     /// [`crate::SessionError::InvalidAnswer`]: the answer does not fit the question.
     InvalidAnswer,
+    /// [`crate::SessionError::Quorum`]: an always-allow or an edited plan under a quorum
+    /// ([`super::quorum`]).
+    Quorum,
     /// A variant this version of the reference does not know.
     Other,
 }
@@ -1300,6 +1305,9 @@ pub enum ResultKind {
     AnsweredNotResumed,
     /// A `subagent` call's result: its child's final text ([`CHILD_ANSWER`]).
     SubagentAnswer,
+    /// A tool call the kit's hook denied (`Not executed: hook `kit-hook` denied it: …`): it
+    /// never ran.
+    HookDenied,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -1356,6 +1364,9 @@ pub enum Trace {
         /// without asking, or the `ask` rule whose call the user approved): the `rule` of its
         /// `tool_end`'s audit record.
         rule: Option<usize>,
+        /// Whether the kit's hook let it run, a call that would have waited: its record's
+        /// `decidedBy` names the hook.
+        hooked: bool,
     },
     /// `tool_end` of a call that did not run a registered tool (`submit_plan`, or a refusal).
     ToolEnded {
@@ -1531,6 +1542,9 @@ pub struct Step {
     pub replies: Vec<Reply>,
     /// What must happen.
     pub expected: Expected,
+    /// An approval under a quorum ([`super::quorum`]): the approvals the harness gives
+    /// before the step's own host call, which carries the last; `None` without one.
+    pub quorum: Option<QuorumStep>,
 }
 
 /// The plan waiting for a decision, as the reference holds it.
@@ -1730,6 +1744,8 @@ pub struct ReferenceSession {
     /// The session's task list.
     tasks: Vec<ModelTask>,
     last: Option<Step>,
+    /// The kit's hook's verdicts, an input of the case ([`ReferenceSession::with_hooks`]).
+    hooks: HookScript,
 }
 
 /// Short, with modes by id: the config is not repeated in every failure report.
@@ -1766,6 +1782,7 @@ impl fmt::Debug for ReferenceSession {
                     .collect::<Vec<_>>(),
             )
             .field("run", &self.run)
+            .field("hooks", &self.hooks)
             .field("now", &self.now.saturating_sub(CLOCK_START_MS))
             .finish_non_exhaustive()
     }
@@ -1812,7 +1829,31 @@ impl ReferenceSession {
             handed_due: None,
             tasks: Vec::new(),
             last: None,
+            hooks: HookScript::default(),
         }
+    }
+
+    /// The same session, whose controller's hook (the kit's, [`crate::testing::KIT_HOOK`])
+    /// answers what `script` says on each tool call and each submitted plan.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::testing::{ConfigFacts, HookAnswer, HookScript, ReferenceSession};
+    /// let facts = Arc::new(ConfigFacts::from_toml("[[modes]]\nid = \"build\"\ndefault = true\n")?);
+    /// let script = HookScript::default().tool("read_file", HookAnswer::Deny);
+    /// let session = ReferenceSession::new(facts, None).with_hooks(script.clone());
+    /// assert_eq!(session.hooks(), &script);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn with_hooks(mut self, script: HookScript) -> Self {
+        self.hooks = script;
+        self
+    }
+
+    /// What the kit's hook answers in this session ([`ReferenceSession::with_hooks`]).
+    pub fn hooks(&self) -> &HookScript {
+        &self.hooks
     }
 
     /// The same session, with [`Op::Restart`] among its operations when `restarts` is true (for
@@ -2186,11 +2227,30 @@ impl ReferenceSession {
     /// ```
     pub fn apply(&mut self, op: &Op) -> &Step {
         let mut trace = Vec::new();
-        let (action, mut replies, outcome) = if self.can_apply(op) {
+        // Under a quorum, the session before the step: a refused decision changes nothing.
+        let before = self.facts.has_quorum().then(|| self.clone());
+        let (mut action, mut replies, mut outcome) = if self.can_apply(op) {
             self.step(op, &mut trace)
         } else {
             (Action::Nothing, Vec::new(), Outcome::NoDecision)
         };
+        let mut quorum = None;
+        if let Some(before) = before {
+            match super::quorum::ruled(&before, &action, &outcome) {
+                None => {}
+                Some(Ok((step, named))) => {
+                    quorum = Some(step);
+                    action = named;
+                }
+                Some(Err(refusal)) => {
+                    *self = before;
+                    self.script.clear();
+                    replies = Vec::new();
+                    trace.clear();
+                    outcome = Outcome::Refused(refusal);
+                }
+            }
+        }
         // A child is answered by the same model, while its parent's call runs: before the
         // parent's last reply.
         let children = std::mem::take(&mut self.script);
@@ -2201,6 +2261,7 @@ impl ReferenceSession {
             action,
             replies,
             expected: Expected { outcome, trace },
+            quorum,
         })
     }
 
@@ -2391,8 +2452,10 @@ impl ReferenceSession {
             Op::Restart => (Action::Restore, Vec::new(), Outcome::Restored),
             Op::NewSession => {
                 // A session of its own: only the store's workspace allowances carry over.
-                let mut fresh =
-                    ReferenceSession::new(self.facts.clone(), None).with_restarts(self.restarts);
+                // The controller's hook is the same: it answers the same verdicts.
+                let mut fresh = ReferenceSession::new(self.facts.clone(), None)
+                    .with_restarts(self.restarts)
+                    .with_hooks(self.hooks.clone());
                 fresh.now = self.now;
                 fresh.tool_calls = self.tool_calls;
                 fresh.workspace_allowances = std::mem::take(&mut self.workspace_allowances);
@@ -2778,12 +2841,30 @@ impl ReferenceSession {
                 .filter(|(_, action)| !(call.tool == ASK_USER && *action == "ask"))
                 .map(|(n, action)| (n, action.to_owned()))
         };
-        let waits_for = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
+        let waits_by_rules = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
             Some((_, action)) => action == "ask",
             None => {
                 this.facts.requires_approval(this.mode, &call.tool)
                     && this.allowance_for(&call.tool, call.path).is_none()
             }
+        };
+        // The kit's hook is asked about an offered call that no `deny` rule refuses: its
+        // verdict, or ask when it has no say.
+        let hook_of = |this: &Self, call: &ScriptedCall| {
+            let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
+            let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
+            // A hook's allow never counts toward a quorum: the call waits for the people.
+            let held = super::quorum::quorum_holds_hook_allow(&this.facts, this.mode, &call.tool);
+            match this.hooks.on_tool(&call.tool) {
+                Some(HookAnswer::Allow) if held => HookAnswer::Ask,
+                Some(answer) if offered && !denied => answer,
+                _ => HookAnswer::Ask,
+            }
+        };
+        // A hook's deny refuses the call; its allow runs one that would wait.
+        let waits_for = |this: &Self, call: &ScriptedCall| {
+            let hook = hook_of(this, call);
+            waits_by_rules(this, call) && !hook.allows() && !hook.denies()
         };
         let waits = calls.iter().any(|c| waits_for(self, c));
         // The calls that wait, in the model's order: each with the `ask` rule that made it
@@ -2792,6 +2873,36 @@ impl ReferenceSession {
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
+            let hook = hook_of(self, call);
+            if hook.denies() {
+                // Never run: the result names the hook, the record is the hook's own.
+                self.decisions += 1;
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: call.id.clone(),
+                    is_error: true,
+                    result: ResultKind::HookDenied,
+                    decided: Some(Decided {
+                        sha256: call.args_sha256(),
+                        approved_sha256: None,
+                        rule: None,
+                    }),
+                });
+                continue;
+            }
+            if hook.allows() && waits_by_rules(self, call) {
+                // It would have waited (`requireApproval`, an `ask` rule, drift): it runs, and
+                // its record names the hook, no rule.
+                self.decisions += 1;
+                trace.push(Trace::ToolRan {
+                    tool_call_id: call.id.clone(),
+                    tool: call.tool.clone(),
+                    mode: self.facts.id(self.mode).to_owned(),
+                    allowed_by: None,
+                    rule: None,
+                    hooked: true,
+                });
+                continue;
+            }
             if offered && waits_for(self, call) {
                 waiting.push(Waits {
                     tool_call_id: call.id.clone(),
@@ -2888,6 +2999,7 @@ impl ReferenceSession {
                     mode: self.facts.id(self.mode).to_owned(),
                     allowed_by,
                     rule,
+                    hooked: false,
                 });
                 continue;
             }
@@ -2907,7 +3019,11 @@ impl ReferenceSession {
                             decided: None,
                         });
                     }
-                    return Some(self.suspend(run, call.id.clone(), k, trace));
+                    let outcome = self.suspend(run, call.id.clone(), k, trace);
+                    if self.hooks.on_plan().is_some_and(HookAnswer::denies) {
+                        return self.hook_rejects_plan(trace);
+                    }
+                    return Some(outcome);
                 }
                 _ => trace.push(Trace::ToolEnded {
                     tool_call_id: call.id.clone(),
@@ -2921,6 +3037,42 @@ impl ReferenceSession {
             return None;
         }
         Some(self.wait_on(run, waiting, trace))
+    }
+
+    /// The plan just submitted, which the kit's hook denied: rejected at once with the hook's
+    /// reason as its feedback, as a person's rejection with feedback would be, and the model
+    /// revises in the same drive (`None`: the run goes on), unless that exceeds the run's
+    /// limit of revisions.
+    fn hook_rejects_plan(&mut self, trace: &mut Vec<Trace>) -> Option<Outcome> {
+        let pending = self.pending.take()?;
+        let run = pending.run;
+        self.decided = Some((run, pending.tool_call_id.clone(), false));
+        // Its feedback: "Rejected by hook `kit-hook`: …", the hook's reason.
+        trace.push(Trace::RunStarted {
+            run,
+            mode: self.facts.id(self.mode).to_owned(),
+        });
+        trace.push(Trace::ToolEnded {
+            tool_call_id: pending.tool_call_id,
+            is_error: false,
+            result: ResultKind::RejectedWithFeedback,
+            decided: Some(Decided {
+                sha256: pending.sha256,
+                approved_sha256: None,
+                rule: None,
+            }),
+        });
+        if self.revisions >= self.facts.max_revisions() {
+            trace.push(Trace::RunEnded {
+                run,
+                reason: RunState::Failed,
+            });
+            self.run = Some((run, RunState::Failed));
+            return Some(Outcome::Run(RunState::Failed));
+        }
+        self.revisions += 1;
+        self.run = Some((run, RunState::Running));
+        None
     }
 
     /// The run suspends on the calls `waiting` (in the model's order), each a decision of its
@@ -3519,6 +3671,7 @@ impl ReferenceSession {
                     mode: mode.clone(),
                     allowed_by: w.allowed_by.clone(),
                     rule: w.rule,
+                    hooked: false,
                 });
             }
         }
@@ -3668,7 +3821,8 @@ impl ReferenceSession {
             | ResultKind::Declined
             | ResultKind::DeclinedWithFeedback
             | ResultKind::AnsweredNotResumed
-            | ResultKind::SubagentAnswer => {
+            | ResultKind::SubagentAnswer
+            | ResultKind::HookDenied => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,

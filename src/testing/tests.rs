@@ -839,6 +839,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         mode: "build".to_owned(),
         allowed_by: None,
         rule: None,
+        hooked: false,
     };
 
     let expected = step(
@@ -893,6 +894,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         mode: "build".to_owned(),
         allowed_by: Some("decision_1".to_owned()),
         rule: None,
+        hooked: false,
     };
     assert!(expected.trace.contains(&allowed), "{:?}", expected.trace);
     // A switch to the current mode is no switch; a manual switch ends the always-allow.
@@ -933,6 +935,7 @@ fn the_reference_ends_an_always_allow_at_the_plan_approval_and_decides_a_replys_
         mode: "plan".to_owned(),
         allowed_by: allowed_by.map(str::to_owned),
         rule: None,
+        hooked: false,
     };
     let expected = step(
         &mut reference,
@@ -2321,3 +2324,171 @@ fn a_child_whose_types_deny_rule_is_lost_is_caught() {
         "{found}"
     );
 }
+
+/// A harness over [`RULES`] (built by `build`) and a reference in `mode` whose hook answers
+/// `script`, both started.
+fn hooked_session(
+    build: impl FnOnce(Setup) -> Result<AgentController, ConfigError>,
+    mode: &str,
+    script: HookScript,
+) -> (Harness, ReferenceSession) {
+    let (graph, facts) = loaded(RULES);
+    let mut harness = Harness::new(graph, facts, build).expect("a harness");
+    let start = harness.facts().index_of(mode);
+    let reference = ReferenceSession::new(harness.facts().clone(), start).with_hooks(script);
+    harness.start(&reference).expect("the start");
+    (harness, reference)
+}
+
+/// The result of call `id` in `trace`, when it ended without running.
+fn ended_as(trace: &[Trace], id: &str) -> Option<ResultKind> {
+    trace.iter().find_map(|t| match t {
+        Trace::ToolEnded {
+            tool_call_id,
+            result,
+            ..
+        } if tool_call_id == id => Some(*result),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_hook_narrows_and_never_widens_in_the_reference_and_the_controller() {
+    // In `build`: `read_file` is denied by a rule, `write_file` waits (`requireApproval`),
+    // `list_files` runs by an allow rule.
+    let script = HookScript::default()
+        .tool("read_file", HookAnswer::Allow)
+        .tool("write_file", HookAnswer::Allow)
+        .tool("list_files", HookAnswer::Deny);
+    let (mut harness, mut reference) = hooked_session(build_correct, "build", script);
+    let op = Op::calls(["read_file", "write_file", "list_files"]);
+    let expected = step_both(&mut harness, &mut reference, op);
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
+    let trace = &expected.trace;
+    // The hook's allow does not pass the deny rule.
+    assert_eq!(
+        ended_as(trace, "call_1"),
+        Some(ResultKind::Denied),
+        "{trace:?}"
+    );
+    // It runs the call that would wait, and its record names the hook.
+    assert!(
+        trace.iter().any(|t| matches!(t, Trace::ToolRan { tool_call_id, hooked: true, rule: None, .. } if tool_call_id == "call_2")),
+        "{trace:?}"
+    );
+    // Its deny refuses a call an allow rule would run.
+    assert_eq!(
+        ended_as(trace, "call_3"),
+        Some(ResultKind::HookDenied),
+        "{trace:?}"
+    );
+
+    // Ask, and a hook that fails, are as without hooks: the call waits.
+    for answer in [HookAnswer::Ask, HookAnswer::Error] {
+        let script = HookScript::default().tool("write_file", answer);
+        let (mut harness, mut reference) = hooked_session(build_correct, "build", script);
+        let expected = step_both(&mut harness, &mut reference, Op::call("write_file"));
+        assert_eq!(
+            expected.outcome,
+            Outcome::Run(RunState::Suspended),
+            "{answer:?}"
+        );
+        assert_eq!(reference.waiting().len(), 1, "{answer:?}");
+    }
+}
+
+#[test]
+fn a_hook_rejects_a_plan_and_never_approves_one() {
+    // Deny: the plan is rejected at once with the hook's reason as feedback; the model goes on.
+    let script = HookScript::default().plan(HookAnswer::Deny);
+    let (mut harness, mut reference) = hooked_session(build_correct, "plan", script);
+    let expected = step_both(&mut harness, &mut reference, Op::submit(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Completed));
+    assert_eq!(
+        ended_as(&expected.trace, "call_1"),
+        Some(ResultKind::RejectedWithFeedback),
+        "{:?}",
+        expected.trace
+    );
+    assert!(reference.pending().is_none());
+    // Allow is no objection: the plan waits for a person.
+    let script = HookScript::default().plan(HookAnswer::Allow);
+    let (mut harness, mut reference) = hooked_session(build_correct, "plan", script);
+    let expected = step_both(&mut harness, &mut reference, Op::submit(0));
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert!(reference.pending().is_some());
+}
+
+#[test]
+fn a_hook_allow_that_widens_a_denied_call_is_caught() {
+    // Planted bug: the controller reads `read_file`'s deny rule as an ask rule, so the hook's
+    // allow lets the call through; the kit expects it refused by the rule.
+    let widening = |setup: Setup| {
+        let text = std::fs::read_to_string(RULES).expect("the fixture");
+        let text = text.replace(
+            "{ tool = \"read_file\", action = \"deny\" }",
+            "{ tool = \"read_file\", action = \"ask\" }",
+        );
+        build_over(setup, &text, "hook-widens.toml")
+    };
+    let script = HookScript::default().tool("read_file", HookAnswer::Allow);
+    let (mut harness, mut reference) = hooked_session(widening, "build", script);
+    reference.apply(&Op::call("read_file"));
+    let found = harness.step(&reference).expect_err("the planted bug");
+    assert!(found.expected.contains("Denied"), "{found}");
+    assert!(found.actual.contains("hooked: true"), "{found}");
+}
+
+#[test]
+fn a_hook_deny_that_still_runs_the_tool_is_caught() {
+    // Planted bug: the controller never hears the kit's hook, so the call its hook denies
+    // runs (an allow rule lets `list_files` run); the kit expects it refused by the hook.
+    let deaf = |setup: Setup| build_correct(setup.deaf());
+    let script = HookScript::default().tool("list_files", HookAnswer::Deny);
+    let (mut harness, mut reference) = hooked_session(deaf, "build", script);
+    reference.apply(&Op::call("list_files"));
+    let found = harness.step(&reference).expect_err("the planted bug");
+    assert!(found.expected.contains("HookDenied"), "{found}");
+    assert!(found.actual.contains("ToolRan"), "{found}");
+}
+
+#[test]
+fn a_tool_that_suspends_itself_is_never_given_a_hook_verdict() {
+    // The controller asks its hooks before any call of the reply runs; a tool that suspends
+    // itself (`ask_user`, the kit's `kit_confirm`) is not scripted: the kit's hook has no say
+    // on it, so it asks whatever the script names, in the reference and in the controller.
+    let script = HookScript::default()
+        .tool(CONFIRM_TOOL, HookAnswer::Deny)
+        .tool(crate::tool::ASK_USER, HookAnswer::Allow)
+        .tool("read_file", HookAnswer::Deny);
+    assert_eq!(script.on_tool(CONFIRM_TOOL), None);
+    assert_eq!(script.on_tool(crate::tool::ASK_USER), None);
+    let graph = config::load(ASKS).expect("config");
+    let facts = Arc::new(report_facts(ASKS));
+    for ask in [Ask::Confirm, Ask::Select] {
+        let mut harness =
+            Harness::new(graph.clone(), facts.clone(), build_with_confirm).expect("a harness");
+        let mut reference =
+            ReferenceSession::new(harness.facts().clone(), None).with_hooks(script.clone());
+        harness.start(&reference).expect("the start");
+        let asked = step_both(&mut harness, &mut reference, Op::ask_with(ask));
+        assert_eq!(asked.outcome, Outcome::Run(RunState::Suspended), "{ask:?}");
+        assert_eq!(reference.waiting()[0].asks, Some(ask));
+        // Beside it, a plain tool's deny still refuses its call.
+        step_both(&mut harness, &mut reference, Op::Abort);
+        let denied = step_both(&mut harness, &mut reference, Op::call("read_file"));
+        assert!(
+            denied.trace.iter().any(|t| matches!(
+                t,
+                Trace::ToolEnded {
+                    result: ResultKind::HookDenied,
+                    ..
+                }
+            )),
+            "{:?}",
+            denied.trace
+        );
+    }
+}
+
+mod quorum;
