@@ -323,8 +323,9 @@ impl ToolCallPayload {
     pub fn allowance_refusal(&self) -> Option<String> {
         let rule = self.rule.as_ref()?;
         Some(format!(
-            "this call waits because rule {} of mode `{}` ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
-            rule.number, rule.mode_id, rule.rule
+            "this call waits because {} ({}) asks about every call it matches, which an \"always allow\" does not override: approve it without `alwaysAllow`, or change the rule",
+            rule.owner(),
+            rule.rule
         ))
     }
 

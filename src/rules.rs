@@ -604,12 +604,81 @@ pub fn canonical_value(value: &Value) -> String {
 
 /// A mode's rules, in the order written.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rules(Vec<Rule>);
+pub struct Rules(Vec<Rule>, Vec<RuleSource>);
+
+/// Where rule N of a subagent's narrowed mode ([`Rules::layered`]) is written: in the parent's
+/// mode (as its rule N), or in the subagent type (as its rule N, or, `None`, the `ask` its
+/// `requireApproval` adds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RuleSource {
+    Mode(usize),
+    Subagent {
+        agent_type: Arc<str>,
+        number: Option<usize>,
+    },
+}
 
 impl Rules {
     /// The rules `rules`, in order (rule 1 first).
     pub fn new(rules: Vec<Rule>) -> Self {
-        Self(rules)
+        Self(rules, Vec::new())
+    }
+
+    /// A subagent's rules: the parent mode's `parent`, then the rules of subagent type
+    /// `agent_type` (`own`: each with its number in the type's `rules` list), then the `ask`
+    /// rules its `requireApproval` adds (`waits`). Each is still known by where it is written
+    /// ([`Rules::source_of`]), so a record names the type's rule N as the type's, not as the
+    /// parent mode's rule.
+    pub(crate) fn layered(
+        parent: &Rules,
+        agent_type: &str,
+        own: impl IntoIterator<Item = (usize, Rule)>,
+        waits: impl IntoIterator<Item = Rule>,
+    ) -> Self {
+        let agent_type: Arc<str> = Arc::from(agent_type);
+        let mut rules = parent.0.clone();
+        let mut sources: Vec<RuleSource> = (1..=rules.len()).map(|n| parent.source(n)).collect();
+        for (number, rule) in own {
+            rules.push(rule);
+            sources.push(RuleSource::Subagent {
+                agent_type: agent_type.clone(),
+                number: Some(number),
+            });
+        }
+        for rule in waits {
+            rules.push(rule);
+            sources.push(RuleSource::Subagent {
+                agent_type: agent_type.clone(),
+                number: None,
+            });
+        }
+        Self(rules, sources)
+    }
+
+    /// Where rule `number` (of this list, from 1) is written.
+    fn source(&self, number: usize) -> RuleSource {
+        number
+            .checked_sub(1)
+            .and_then(|i| self.1.get(i))
+            .cloned()
+            .unwrap_or(RuleSource::Mode(number))
+    }
+
+    /// Rule `number` (of this list, from 1) as a reason names it: `rule N of mode `M``, or, for
+    /// a rule a subagent type adds ([`Rules::layered`]), `rule N of subagent type `T` (in mode
+    /// `M`)` with N its number in the type's list.
+    fn label(&self, number: usize, mode: &str) -> String {
+        match self.source(number) {
+            RuleSource::Mode(n) => format!("rule {n} of mode `{mode}`"),
+            RuleSource::Subagent {
+                agent_type,
+                number: Some(n),
+            } => format!("rule {n} of subagent type `{agent_type}` (in mode `{mode}`)"),
+            RuleSource::Subagent {
+                agent_type,
+                number: None,
+            } => format!("the requireApproval of subagent type `{agent_type}` (in mode `{mode}`)"),
+        }
     }
 
     /// The rules in order; rule N is `as_slice()[N - 1]`.
@@ -1268,7 +1337,8 @@ fn verdict_of(
             action: rule.action,
             decided_by: DecidedBy::Rule(number),
             reason: format!(
-                "rule {number} of mode `{mode}` ({rule}) {verb} this call of `{}`{arg}{on}",
+                "{} ({rule}) {verb} this call of `{}`{arg}{on}",
+                rules.label(number, mode),
                 call.name
             ),
         };
@@ -1321,10 +1391,18 @@ fn shorten(text: &str) -> String {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuleRecord {
-    /// The mode whose rule it is.
+    /// The mode whose rule it is; for a rule a subagent type adds (`agentType`), the parent's
+    /// mode the child's call was ruled in.
     pub mode_id: String,
-    /// The rule's number in the mode's `rules` list, from 1.
+    /// The rule's number in the mode's `rules` list, from 1; for a rule of a subagent type
+    /// (`agentType`), in the type's `rules` list, and 0 for the `ask` its `requireApproval`
+    /// adds.
     pub number: usize,
+    /// For a subagent's call a rule of its type decided (the type's `deny` and `ask` rules and
+    /// its `requireApproval`, on top of the parent mode's): the type (`agentType` of the
+    /// `subagent` call); `None` for a mode's own rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_type: Option<String>,
     /// What the rule does: `allow` (the call ran without asking), `ask` (it waited for the
     /// user) or `deny` (it was refused and never ran).
     pub action: RuleAction,
@@ -1340,6 +1418,41 @@ pub struct RuleRecord {
 }
 
 impl RuleRecord {
+    /// The rule as a sentence names it: `rule N of mode `M``, or for a rule a subagent type
+    /// adds (`agentType`), `rule N of subagent type `T` (in mode `M`)` (N its number in the
+    /// type's list), or `the requireApproval of subagent type `T` (in mode `M`)` for the `ask`
+    /// its `requireApproval` adds (number 0). Not neutralized: a terminal neutralizes it.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::rules::{RuleAction, RuleRecord};
+    /// let mut record = RuleRecord {
+    ///     mode_id: "build".into(),
+    ///     number: 1,
+    ///     action: RuleAction::Deny,
+    ///     rule: "deny read_file path `secret/**`".into(),
+    ///     reason: "no".into(),
+    ///     approvers: None,
+    ///     agent_type: None,
+    /// };
+    /// assert_eq!(record.owner(), "rule 1 of mode `build`");
+    /// record.agent_type = Some("explore".into());
+    /// assert_eq!(record.owner(), "rule 1 of subagent type `explore` (in mode `build`)");
+    /// ```
+    pub fn owner(&self) -> String {
+        match (&self.agent_type, self.number) {
+            (None, n) => format!("rule {n} of mode `{}`", self.mode_id),
+            (Some(kind), 0) => format!(
+                "the requireApproval of subagent type `{kind}` (in mode `{}`)",
+                self.mode_id
+            ),
+            (Some(kind), n) => format!(
+                "rule {n} of subagent type `{kind}` (in mode `{}`)",
+                self.mode_id
+            ),
+        }
+    }
+
     /// The record of `verdict` in mode `mode_id` with rules `rules`; `None` when no rule
     /// decided (`availableTools`, `requireApproval` or the default).
     ///
@@ -1363,9 +1476,16 @@ impl RuleRecord {
             return None;
         };
         let rule = rules.as_slice().get(number.checked_sub(1)?)?;
+        let (number, agent_type) = match rules.source(number) {
+            RuleSource::Mode(n) => (n, None),
+            RuleSource::Subagent { agent_type, number } => {
+                (number.unwrap_or(0), Some(agent_type.to_string()))
+            }
+        };
         Some(Self {
             mode_id: mode_id.to_owned(),
             number,
+            agent_type,
             action: verdict.action,
             rule: rule.to_string(),
             reason: verdict.reason.clone(),

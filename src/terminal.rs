@@ -1025,6 +1025,7 @@ impl<'a> Question<'a> {
     ///     rule: "ask read_file path `secret/**`".into(),
     ///     reason: "rule 3 of mode `build` asks".into(),
     ///     approvers: None,
+    ///     agent_type: None,
     /// };
     /// let style = Style::plain(80);
     /// let question = Question::tool_call(&style, "read_file", "53fa").asked_by_rule(Some(&rule));
@@ -1389,9 +1390,8 @@ fn read_tool_line(
             Some(rule) => {
                 let _ = writeln!(
                     out,
-                    "`a` is not offered here: rule {} of mode `{}` ({}) asks about each call it matches, and always allowing the tool does not cover them. Answer y, n, f or q.",
-                    rule.number,
-                    neutralize_line(&rule.mode_id),
+                    "`a` is not offered here: {} ({}) asks about each call it matches, and always allowing the tool does not cover them. Answer y, n, f or q.",
+                    neutralize_line(&rule.owner()),
                     neutralize_line(&rule.rule)
                 );
                 return None;

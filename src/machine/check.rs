@@ -719,6 +719,7 @@ mod tests {
             rule: "ask write_file".to_owned(),
             reason: "rule 1 of mode `build`".to_owned(),
             approvers: None,
+            agent_type: None,
         }));
         assert!(check(&asked, &Decision::approve()).is_ok());
         let Err(SessionError::MalformedDecision(why)) =

@@ -628,6 +628,7 @@ mod tests {
             rule: "ask write_file".to_owned(),
             reason: "rule 1 of mode `build`".to_owned(),
             approvers: None,
+            agent_type: None,
         }));
         let waiting = [Waiting::ToolCall {
             run_id: "run_1",

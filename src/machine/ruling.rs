@@ -362,6 +362,7 @@ mod tests {
             rule: format!("{action:?} write_file"),
             reason: format!("rule {number} of mode `build`"),
             approvers: None,
+            agent_type: None,
         })
     }
 

@@ -227,6 +227,7 @@ mod tests {
             rule: "deny write_file".into(),
             reason: "no".into(),
             approvers: None,
+            agent_type: None,
         }))
     }
 

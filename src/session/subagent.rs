@@ -356,14 +356,14 @@ fn child_mode(
     chosen: bool,
 ) -> Mode {
     let mut mode = parent.clone();
-    let mut rules = parent.rules().as_slice().to_vec();
-    rules.extend(
-        kind.rules()
-            .as_slice()
-            .iter()
-            .filter(|rule| rule.action() != RuleAction::Allow)
-            .cloned(),
-    );
+    // The type's own rules keep their numbers in its list: a record names the type's rule N.
+    let own = kind
+        .rules()
+        .as_slice()
+        .iter()
+        .enumerate()
+        .filter(|(_, rule)| rule.action() != RuleAction::Allow)
+        .map(|(i, rule)| (i + 1, rule.clone()));
     // The type's `requireApproval` only adds waits: each tool it names gets an `ask` rule on
     // every call, which outranks a parent's `allow` rule (and, as every `ask` rule, holds
     // against allowances), where a merged `requireApproval` would be loosened by them.
@@ -372,12 +372,10 @@ fn child_mode(
         RequireApproval::All => runtime.specs.iter().map(|s| s.name.clone()).collect(),
         RequireApproval::Tools(tools) => tools.clone(),
     };
-    rules.extend(
-        waits
-            .into_iter()
-            .map(|tool| Rule::new(tool, Matcher::Any, RuleAction::Ask)),
-    );
-    mode.rules = Rules::new(rules);
+    let waits = waits
+        .into_iter()
+        .map(|tool| Rule::new(tool, Matcher::Any, RuleAction::Ask));
+    mode.rules = Rules::layered(parent.rules(), kind.id(), own, waits);
     mode.require_approval = match (&parent.require_approval, &kind.require_approval) {
         (RequireApproval::All, _) | (_, RequireApproval::All) => RequireApproval::All,
         (RequireApproval::None, other) | (other, RequireApproval::None) => other.clone(),

@@ -183,9 +183,8 @@ pub fn render_tool_call(style: &Style, call: &ToolCallPayload, nth: usize, of: u
         .filter(|_| !call.may_always_allow())
         .map(|r| {
             format!(
-                "asked by rule {} of mode `{}`: {} (always allowing the tool does not cover it)\n",
-                r.number,
-                neutralize_line(&r.mode_id),
+                "asked by {}: {} (always allowing the tool does not cover it)\n",
+                neutralize_line(&r.owner()),
                 neutralize_line(&r.rule)
             )
         })

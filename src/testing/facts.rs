@@ -1314,8 +1314,11 @@ impl ConfigFacts {
     /// The rule of a child of `agent_type` in `mode` that decides a kit call of `tool`
     /// (arguments `{}`): among the parent mode's rules, then the type's `deny` and `ask`
     /// rules, then one `ask` rule on each tool the type's `requireApproval` covers (each tool
-    /// the child is offered, for `true`), numbered from 1 in that order, by the precedence of
-    /// [`ConfigFacts::rule_for`]. `None` when none decides or the child is not offered `tool`.
+    /// the child is offered, for `true`), in that order, by the precedence of
+    /// [`ConfigFacts::rule_for`]. Numbered as the call's record names it
+    /// ([`crate::rules::RuleRecord`]): a mode's rule by its number in the mode's list, a type's
+    /// by its number in the type's list, an `ask` of the type's `requireApproval` 0. `None`
+    /// when none decides or the child is not offered `tool`.
     ///
     /// # Examples
     /// ```
@@ -1325,7 +1328,7 @@ impl ConfigFacts {
     /// )?
     /// .with_tools(["write_file", "subagent"]);
     /// assert_eq!(facts.rule_for(0, "write_file"), Some((1, "allow")));
-    /// assert_eq!(facts.child_rule_for(0, "scribe", "write_file"), Some((2, "ask".to_owned())), "the type's wait outranks the parent's allow");
+    /// assert_eq!(facts.child_rule_for(0, "scribe", "write_file"), Some((0, "ask".to_owned())), "the type's wait outranks the parent's allow");
     /// # Ok::<(), agent_controller::testing::FactsError>(())
     /// ```
     pub fn child_rule_for(
@@ -1339,13 +1342,32 @@ impl ConfigFacts {
         if !child_tools.iter().any(|t| t == tool) {
             return None;
         }
-        let mut rules: Vec<RuleFacts> = self.modes.get(mode)?.rules.clone();
-        rules.extend(kind.rules.iter().filter(|r| r.action != "allow").cloned());
-        let ask = |tool: &String| RuleFacts {
-            tool: tool.clone(),
-            pattern: false,
-            action: "ask".to_owned(),
-            approvers: 1,
+        // Each rule with the number its record names it by.
+        let mut rules: Vec<(usize, RuleFacts)> = self
+            .modes
+            .get(mode)?
+            .rules
+            .iter()
+            .cloned()
+            .enumerate()
+            .map(|(i, rule)| (i + 1, rule))
+            .collect();
+        rules.extend(
+            kind.rules
+                .iter()
+                .cloned()
+                .enumerate()
+                .filter(|(_, r)| r.action != "allow")
+                .map(|(i, rule)| (i + 1, rule)),
+        );
+        let ask = |tool: &String| {
+            let rule = RuleFacts {
+                tool: tool.clone(),
+                pattern: false,
+                action: "ask".to_owned(),
+                approvers: 1,
+            };
+            (0, rule)
         };
         match &kind.require_approval {
             Approvals::None => {}
@@ -1353,13 +1375,13 @@ impl ConfigFacts {
             Approvals::All => rules.extend(child_tools.iter().map(ask)),
         }
         let mut best: Option<(usize, &RuleFacts)> = None;
-        for (i, rule) in rules.iter().enumerate() {
+        for (number, rule) in &rules {
             let on = rule.tool == tool || crate::tool::mcp::wildcard_covers(&rule.tool, tool);
             if !on || rule.pattern {
                 continue;
             }
             if best.is_none_or(|(_, b)| rule.strength() > b.strength()) {
-                best = Some((i + 1, rule));
+                best = Some((*number, rule));
             }
         }
         best.map(|(n, rule)| (n, rule.action.clone()))

@@ -2141,8 +2141,9 @@ fn a_childs_wait_suspends_the_parent_beside_its_own_and_survives_a_restart() {
             .collect()
     };
     // The scribe's write waits by its type's requireApproval, an `ask` rule of the child's
-    // (rule 2: build has none, the type's `deny` is 1), beside build's own write, which
-    // waits by build's requireApproval: one suspension.
+    // (its record's number 0: the type's requireApproval, not a rule of build's nor of the
+    // type's list), beside build's own write, which waits by build's requireApproval: one
+    // suspension.
     let suspended = step(
         &mut reference,
         message(vec![
@@ -2152,7 +2153,7 @@ fn a_childs_wait_suspends_the_parent_beside_its_own_and_survives_a_restart() {
     );
     assert_eq!(suspended.outcome, Outcome::Run(RunState::Suspended));
     assert_eq!(children(&reference), [Some("scribe".to_owned()), None]);
-    assert_eq!(reference.waiting()[0].rule, Some(2));
+    assert_eq!(reference.waiting()[0].rule, Some(0));
     assert!(suspended.trace.iter().any(|t| matches!(
         t,
         Trace::ChildWaits { origin, .. } if origin.agent_type == "scribe"

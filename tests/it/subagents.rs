@@ -980,3 +980,82 @@ rules = [ { tool = "write_file", path = "notes/**", action = "allow" } ]
         "the type asks before every write_file: never run unasked"
     );
 }
+
+/// F8: a child's call a rule decided names that rule where it is written. A rule of the
+/// subagent type's own (on top of the parent mode's) is the type's rule N (`agentType`, its
+/// number in the type's `rules` list, a reason naming the type), not rule N+M of the parent's
+/// mode; a parent mode's rule that decides in the child stays that mode's rule N.
+#[tokio::test]
+async fn a_childs_call_a_types_own_rule_decided_names_the_type_and_its_number() {
+    const GUARDED: &str = r#"
+[[subagents]]
+id = "guarded"
+description = "Reads, never the secrets."
+instructions = "GUARDED-INSTRUCTIONS"
+availableTools = ["read_file"]
+rules = [ { tool = "read_file", path = "secret/**", action = "deny" } ]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "subagent"]
+rules = [
+  { tool = "read_file", path = "private/**", action = "deny" },
+  { tool = "read_file", path = "docs/**", action = "allow" },
+]
+"#;
+    let s = Setup::on(
+        GUARDED,
+        vec![
+            calls([subagent(
+                "call_1",
+                "guarded",
+                "Read the secret and the private notes.",
+            )]),
+            tool("c_1", "read_file", json!({"path": "secret/key.txt"})),
+            tool("c_2", "read_file", json!({"path": "private/notes.txt"})),
+            text("Both refused."),
+            text("Done."),
+        ],
+        |b| b,
+    )
+    .await;
+    for dir in ["secret", "private"] {
+        std::fs::create_dir_all(s.ws.path().join(dir)).expect("dir");
+    }
+    std::fs::write(s.ws.path().join("secret/key.txt"), "TOP-SECRET").expect("write");
+    std::fs::write(s.ws.path().join("private/notes.txt"), "PRIVATE").expect("write");
+    let outcome = s.run("build", "Go").await;
+    assert!(completed(&outcome), "{outcome:?}");
+    let events = json_events(&s.events());
+    let record_of = |id: &str| -> Value {
+        events
+            .iter()
+            .filter(|e| e["type"] == "subagent_event")
+            .map(|e| &e["event"])
+            .find(|e| e["type"] == "tool_end" && e["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("the child's tool_end of {id}"))["decision"]["rule"]
+            .clone()
+    };
+    let by_type = record_of("c_1");
+    assert_eq!(by_type["agentType"], "guarded", "{by_type}");
+    assert_eq!(by_type["number"], 1, "the type's rule 1: {by_type}");
+    assert_eq!(by_type["action"], "deny", "{by_type}");
+    assert_eq!(
+        by_type["rule"], "deny read_file path `secret/**`",
+        "{by_type}"
+    );
+    assert_eq!(
+        by_type["modeId"], "build",
+        "the mode the child ran under: {by_type}"
+    );
+    let reason = by_type["reason"].as_str().expect("a reason");
+    assert!(reason.contains("subagent type `guarded`"), "{reason}");
+    assert!(!reason.contains("rule 3"), "{reason}");
+    let by_mode = record_of("c_2");
+    assert_eq!(by_mode["modeId"], "build", "{by_mode}");
+    assert_eq!(by_mode["number"], 1, "{by_mode}");
+    assert_eq!(by_mode["agentType"], Value::Null, "{by_mode}");
+    let reason = by_mode["reason"].as_str().expect("a reason");
+    assert!(reason.starts_with("rule 1 of mode `build`"), "{reason}");
+}
