@@ -428,6 +428,8 @@ mod tests {
                     },
                 }),
                 complete: true,
+                scoped: 0,
+                drifting: 0,
             },
             edges: EdgeReport {
                 edges: Vec::new(),
