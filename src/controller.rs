@@ -1719,6 +1719,59 @@ impl AgentController {
         )
     }
 
+    /// [`AgentController::list_pending_page`] as a host lists it: each pending decision of the
+    /// page with the allowances in force for its session
+    /// ([`crate::session::pending_entries`]: the page's sessions read in one batch, each
+    /// workspace's allowances once), and the cursor of the next page. What `serve`'s
+    /// `GET /v1/pending` answers.
+    ///
+    /// # Errors
+    /// As for [`AgentController::list_pending_page`]; allowances that cannot be read are no
+    /// error ([`crate::session::PendingEntries::unread_allowances`]).
+    ///
+    /// # Examples
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use agent_controller::{AgentController, SessionOptions, ToolRegistry};
+    /// # use agent_controller::model::scripted::ScriptedModel;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let workspace = tempfile::tempdir()?;
+    /// # let graph = agent_controller::config::parse(
+    /// #     "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n",
+    /// #     "modes.toml",
+    /// # )?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new()))
+    ///     .tools(ToolRegistry::with_workspace_tools())
+    ///     .workspace(workspace.path())
+    ///     .store(Arc::new(agent_controller::MemoryStore::new()))
+    ///     .build()?;
+    /// for prompt in ["Add dark mode", "Fix the login"] {
+    ///     let mut session = controller.start_session(SessionOptions::new().mode("plan")).await?;
+    ///     session.send_message(prompt).await?;
+    /// }
+    /// let first = controller.pending_entries_page(None, 1).await?;
+    /// assert_eq!(first.pending.len(), 1);
+    /// assert!(first.pending[0].allowances_in_force.is_empty());
+    /// let cursor = first.next_cursor.expect("one more");
+    /// let second = controller.pending_entries_page(Some(&cursor), 1).await?;
+    /// assert_eq!(second.pending.len(), 1);
+    /// assert!(second.next_cursor.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn pending_entries_page(
+        &self,
+        after: Option<&crate::store::PendingCursor>,
+        limit: usize,
+    ) -> Result<crate::session::PendingEntries, SessionError> {
+        let page = self.list_pending_page(after, limit).await?;
+        let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
+        let mut entries = crate::session::pending_entries(&**store, page.pending).await;
+        entries.next_cursor = page.next_cursor;
+        Ok(entries)
+    }
+
     /// Deletes a session from the store; returns whether it existed.
     ///
     /// # Errors

@@ -8,6 +8,7 @@ mod explain;
 mod handle;
 mod hooks;
 mod kind;
+mod pending_entries;
 mod reviewers;
 mod save;
 mod stop;
@@ -16,6 +17,7 @@ mod subagent;
 pub use self::call_status::{CallStatus, result_statuses};
 pub use self::handle::{DecisionTaken, RunTask, SessionHandle, SessionView};
 pub use self::kind::SessionErrorKind;
+pub use self::pending_entries::{PendingEntries, UnreadAllowances, pending_entries};
 pub use self::stop::StopReason;
 pub(crate) use crate::machine::check::decision_id_for;
 pub use crate::machine::decision::{Decision, DecisionAction};
@@ -3067,6 +3069,23 @@ pub async fn stored_allowances(
     store: &dyn SessionStore,
     record: &SessionRecord,
 ) -> Result<Vec<crate::allowance::Allowance>, StoreError> {
+    let listed = match &record.workspace {
+        Some(workspace) => {
+            store
+                .list_workspace_allowances(Some(&workspace.path))
+                .await?
+        }
+        None => Vec::new(),
+    };
+    Ok(stored_allowances_with(record, listed))
+}
+
+/// [`stored_allowances`] given `listed`, the workspace allowances the store keeps for the
+/// record's workspace (ignored when the record has none).
+fn stored_allowances_with(
+    record: &SessionRecord,
+    listed: Vec<crate::allowance::Allowance>,
+) -> Vec<crate::allowance::Allowance> {
     let history: &[DecidedRecord] = if record.history.is_empty() {
         record.last_decided.as_slice()
     } else {
@@ -3079,9 +3098,6 @@ pub async fn stored_allowances(
         &record.mode_id,
     );
     if let Some(workspace) = &record.workspace {
-        let listed = store
-            .list_workspace_allowances(Some(&workspace.path))
-            .await?;
         kept.extend(keyed_by(
             listed,
             workspace,
@@ -3089,7 +3105,17 @@ pub async fn stored_allowances(
             &record.session_id,
         ));
     }
-    Ok(kept)
+    kept
+}
+
+/// [`allowances_in_force`] given `listed`, as [`stored_allowances_with`].
+fn allowances_in_force_with(
+    record: &SessionRecord,
+    listed: Vec<crate::allowance::Allowance>,
+) -> Vec<crate::allowance::Allowance> {
+    let mut kept = stored_allowances_with(record, listed);
+    kept.retain(|a| a.mode_id == record.mode_id);
+    kept
 }
 
 /// The allowances in force for stored session `record` in the mode it is in now: those of

@@ -978,6 +978,10 @@ pub(crate) fn check_workspace_allowance(
     }
 }
 
+/// What [`SessionStore::load`] answers for one id, as [`SessionStore::load_many`] answers it for
+/// each: the record, `None` when the session does not exist, or why it cannot be read.
+pub type Loaded = Result<Option<SessionRecord>, StoreError>;
+
 /// Where sessions are kept between processes.
 ///
 /// Implementations must make [`SessionStore::save`] atomic (a reader sees the old or the new
@@ -1036,6 +1040,38 @@ pub trait SessionStore: Send + Sync {
     /// is not `session_id`), [`StoreError::NewerSchema`] for a record of a newer release,
     /// [`StoreError::Backend`] on I/O failure.
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError>;
+
+    /// Loads several sessions at once: one answer per id of `session_ids`, in that order, each
+    /// what [`SessionStore::load`] answers for that id (`Ok(None)` when it does not exist, an
+    /// error for an unreadable record, which does not keep the others from being read). A host
+    /// that lists a page of pending decisions reads their sessions with one call instead of
+    /// one per session.
+    ///
+    /// By default each id is loaded in turn with [`SessionStore::load`]; the crate's SQLite and
+    /// PostgreSQL stores read them in one query, the file store in one blocking task.
+    ///
+    /// # Errors
+    /// [`StoreError::Backend`] when the store itself fails for the whole batch (the database);
+    /// the error of one record is its own answer.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{MemoryStore, SessionStore};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let store = MemoryStore::new();
+    /// let loaded = store.load_many(&["nobody", "nobody_else"]).await?;
+    /// assert_eq!(loaded.len(), 2);
+    /// assert!(loaded.iter().all(|each| matches!(each, Ok(None))));
+    /// # Ok::<(), agent_controller::store::StoreError>(())
+    /// # }).unwrap();
+    /// ```
+    async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<Loaded>, StoreError> {
+        let mut loaded = Vec::with_capacity(session_ids.len());
+        for id in session_ids {
+            loaded.push(self.load(id).await);
+        }
+        Ok(loaded)
+    }
 
     /// Saves `record` if the stored version is `expected` (`None`: the session must not exist).
     /// `record.version` is the new version and must be `expected + 1` (or 1).
@@ -1212,6 +1248,9 @@ pub trait SessionStore: Send + Sync {
 impl<S: SessionStore + ?Sized> SessionStore for Arc<S> {
     async fn load(&self, session_id: &str) -> Result<Option<SessionRecord>, StoreError> {
         (**self).load(session_id).await
+    }
+    async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<Loaded>, StoreError> {
+        (**self).load_many(session_ids).await
     }
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         (**self).save(record, expected).await

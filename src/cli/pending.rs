@@ -2,7 +2,6 @@
 
 use std::time::SystemTime;
 
-use agent_controller::allowance::Allowance;
 use agent_controller::deadline::{self, deadline_text};
 use agent_controller::display::{
     arguments_line, json_line, neutralize_line, neutralize_line_within,
@@ -10,7 +9,7 @@ use agent_controller::display::{
 use agent_controller::event::OnTimeout;
 use agent_controller::rules::where_paths_lead;
 use agent_controller::store::{
-    InterruptedRun, PendingEntry, PendingKind, PendingSummary, SessionStore, display_spec,
+    InterruptedRun, PendingEntry, PendingKind, PendingSummary, display_spec,
 };
 
 use crate::cli::exit::{Exit, Failure, Outcome};
@@ -30,7 +29,7 @@ const FIELD_MAX_CHARS: usize = 10_000;
 /// when there was any.
 pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     let store = open_existing(spec)?;
-    let listing = runtime()?
+    let mut listing = runtime()?
         .block_on(async {
             // Plans past their deadline expire first (each once, whoever looks first).
             let now = SystemTime::now();
@@ -57,18 +56,20 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
             Ok::<_, agent_controller::store::StoreError>(listing)
         })
         .map_err(Failure::runtime)?;
-    // The allowances in force, read once per session.
-    let mut in_force: Vec<(&str, Vec<Allowance>)> = Vec::new();
-    for p in &listing.pending {
-        let known = in_force.iter().position(|(s, _)| *s == p.session_id);
-        let at = known.unwrap_or_else(|| {
-            in_force.push((
-                p.session_id.as_str(),
-                allowances_in_force(&*store, &p.session_id),
-            ));
-            in_force.len() - 1
-        });
-        say!("{}", listed_line(p, &in_force[at].1, json)?);
+    // The allowances in force, read in one batch for the whole listing.
+    let entries = runtime()?.block_on(agent_controller::session::pending_entries(
+        &*store,
+        std::mem::take(&mut listing.pending),
+    ));
+    for unread in &entries.unread_allowances {
+        note!(
+            "warning: the allowances of session {} cannot be read, not listed: {}",
+            neutralize_line(&unread.session_id),
+            neutralize_line(&unread.reason)
+        );
+    }
+    for entry in &entries.pending {
+        say!("{}", listed_line(entry, json)?);
     }
     for run in &listing.interrupted {
         say!("{}", interrupted_line(run, spec, json)?);
@@ -82,7 +83,7 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
         }
     }
     if listing.is_healthy() {
-        if !json && listing.pending.is_empty() && listing.interrupted.is_empty() {
+        if !json && entries.pending.is_empty() && listing.interrupted.is_empty() {
             note!("nothing pending: no plan, tool call or question waits");
         }
         Ok(Exit::Done)
@@ -91,46 +92,16 @@ pub(crate) fn pending(spec: &str, json: bool) -> Outcome {
     }
 }
 
-/// The allowances in force for stored session `session`: those of the mode it is in
-/// ([`agent_controller::session::allowances_in_force`]). Allowances that cannot be read are a
-/// `warning:` line on stderr, and none is listed.
-fn allowances_in_force(store: &dyn SessionStore, session: &str) -> Vec<Allowance> {
-    let read = runtime().map_err(|f| f.message).and_then(|rt| {
-        rt.block_on(async {
-            let Some(record) = store.load(session).await.map_err(|e| e.to_string())? else {
-                return Ok(Vec::new());
-            };
-            agent_controller::session::allowances_in_force(store, &record)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    });
-    match read {
-        Ok(in_force) => in_force,
-        Err(why) => {
-            note!(
-                "warning: the allowances of session {} cannot be read, not listed: {}",
-                neutralize_line(session),
-                neutralize_line(&why)
-            );
-            Vec::new()
-        }
-    }
-}
-
 /// A pending decision as `pending` lists it ([`pending_line`]) with the allowances in force for
 /// its session: the field `allowances in force: ID (SCOPE): TOOL [PATTERN] in mode `MODE`; ...`
 /// last, or `allowancesInForce` (each an allowance object) with `--json`; nothing without them.
-fn listed_line(p: &PendingSummary, in_force: &[Allowance], json: bool) -> Result<String, Failure> {
+fn listed_line(entry: &PendingEntry, json: bool) -> Result<String, Failure> {
+    let (p, in_force) = (&entry.summary, &entry.allowances_in_force);
     if in_force.is_empty() {
         return pending_line(p, json);
     }
     if json {
-        let entry = PendingEntry {
-            summary: p.clone(),
-            allowances_in_force: in_force.to_vec(),
-        };
-        return json_line(&entry).map_err(Failure::runtime);
+        return json_line(entry).map_err(Failure::runtime);
     }
     let each: Vec<String> = in_force.iter().map(ToString::to_string).collect();
     Ok(format!(

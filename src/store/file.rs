@@ -606,6 +606,22 @@ impl SessionStore for FileStore {
         self.blocking(move |store| store.read_current(&id)).await
     }
 
+    /// Every record in one blocking task (not one task per id), each read as
+    /// [`SessionStore::load`] reads it.
+    async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<super::Loaded>, StoreError> {
+        let ids: Vec<String> = session_ids.iter().map(|&id| id.to_owned()).collect();
+        self.blocking(move |store| {
+            Ok(ids
+                .iter()
+                .map(|id| {
+                    check_session_id(id)?;
+                    store.read_current(id)
+                })
+                .collect())
+        })
+        .await
+    }
+
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         // Copied into the blocking task; the two fsyncs cost far more than the copy.
         let record = record.clone();

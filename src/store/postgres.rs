@@ -414,6 +414,42 @@ impl SessionStore for PostgresStore {
             .transpose()
     }
 
+    /// Every record in one query (`WHERE id = ANY($1)`), each decoded as
+    /// [`SessionStore::load`] decodes it.
+    async fn load_many(
+        &self,
+        session_ids: &[&str],
+    ) -> Result<Vec<crate::store::Loaded>, StoreError> {
+        if session_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.client().await?;
+        let stmt = self
+            .prepare(
+                &client,
+                &format!("SELECT id, record::text FROM {TABLE} WHERE id = ANY($1)"),
+            )
+            .await?;
+        let rows = client
+            .query(&stmt, &[&session_ids])
+            .await
+            .map_err(|e| self.db(e))?;
+        // The stored records by id, decoded for each id asked (an id asked twice, twice).
+        let found: std::collections::HashMap<String, String> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
+        Ok(session_ids
+            .iter()
+            .map(|&id| {
+                found
+                    .get(id)
+                    .map(|text| decode(id, text.as_bytes()))
+                    .transpose()
+            })
+            .collect())
+    }
+
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         check_session_id(&record.session_id)?;
         check_next_version(record, expected)?;

@@ -243,6 +243,43 @@ impl SessionStore for SqliteStore {
         .await
     }
 
+    /// Every record in one query (`WHERE id IN (...)`, in chunks under SQLite's bound on
+    /// parameters), each decoded as [`SessionStore::load`] decodes it.
+    async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<super::Loaded>, StoreError> {
+        let ids: Vec<String> = session_ids.iter().map(|&id| id.to_owned()).collect();
+        self.with(move |conn| {
+            // The stored cells by id, decoded for each id asked (an id asked twice, twice).
+            let mut found: std::collections::HashMap<String, rusqlite::types::Value> =
+                std::collections::HashMap::new();
+            for chunk in ids.chunks(500) {
+                let marks = vec!["?"; chunk.len()].join(", ");
+                let mut stmt = conn
+                    .prepare(&format!(
+                        "SELECT id, record FROM sessions WHERE id IN ({marks})"
+                    ))
+                    .map_err(db)?;
+                let mut rows = stmt
+                    .query(rusqlite::params_from_iter(chunk.iter()))
+                    .map_err(db)?;
+                while let Some(row) = rows.next().map_err(db)? {
+                    let id: String = row.get(0).map_err(db)?;
+                    let cell: rusqlite::types::Value = row.get(1).map_err(db)?;
+                    found.insert(id, cell);
+                }
+            }
+            Ok(ids
+                .iter()
+                .map(|id| {
+                    found
+                        .get(id)
+                        .map(|cell| decode_column(id, cell.into()))
+                        .transpose()
+                })
+                .collect())
+        })
+        .await
+    }
+
     async fn save(&self, record: &SessionRecord, expected: Option<u64>) -> Result<(), StoreError> {
         check_session_id(&record.session_id)?;
         check_next_version(record, expected)?;

@@ -119,6 +119,10 @@ impl<S: SessionStore + 'static> StoreConformance<S> {
         report.push("racing savers", racing_savers(self, &prefix).await);
         report.push("racing deciders", racing_deciders(self, &prefix).await);
         report.push("list_pending", list_pending(&*store, &prefix).await);
+        report.push(
+            "load_many",
+            load_many(&*store, self.plant.as_ref(), &prefix).await,
+        );
         report.push("a waiting subagent", waiting_subagent(self, &prefix).await);
         report.push(
             "interrupted runs and leases",
@@ -720,6 +724,83 @@ async fn compare_and_swap(store: &dyn SessionStore, prefix: &str) -> Result<(), 
     }
     .await;
     cleanup(store, &[&id, &missing]).await;
+    result
+}
+
+/// [`SessionStore::load_many`] answers, for each id asked and in that order, what
+/// [`SessionStore::load`] answers: a record (with a pending plan, waiting tool calls, or
+/// nothing pending), `Ok(None)` for a missing id, each id asked twice twice, an empty answer for
+/// no id, and (with a way to plant one) an error for an unreadable record without hiding the
+/// others.
+async fn load_many(
+    store: &dyn SessionStore,
+    plant: Option<&Planter>,
+    prefix: &str,
+) -> Result<(), String> {
+    let [plan, calls, idle, missing, garbage] = session_ids(
+        &format!("{prefix}-many"),
+        ["plan", "calls", "idle", "missing", "garbage"],
+    );
+    let result = async {
+        save_new(
+            store,
+            [
+                record(&plan, 1, true, 60),
+                with_waiting_calls(record(&calls, 1, false, 61), &["c_1", "c_2"]),
+                record(&idle, 1, false, 62),
+            ],
+        )
+        .await?;
+        let mut ids = vec![
+            plan.as_str(),
+            missing.as_str(),
+            calls.as_str(),
+            idle.as_str(),
+            plan.as_str(),
+        ];
+        if let Some(plant) = plant {
+            plant(&garbage, "{ not json").map_err(|e| format!("planting garbage failed: {e}"))?;
+            ids.insert(2, garbage.as_str());
+        }
+        let none = store.load_many(&[]).await;
+        ensure!(
+            matches!(&none, Ok(answers) if answers.is_empty()),
+            "load_many of no id gave {}, not Ok([])",
+            said(&none)
+        );
+        let many = store
+            .load_many(&ids)
+            .await
+            .map_err(|e| format!("load_many of {ids:?} failed: {e}"))?;
+        ensure!(
+            many.len() == ids.len(),
+            "load_many of {} ids gave {} answers: it must give one per id asked",
+            ids.len(),
+            many.len()
+        );
+        for (id, answer) in ids.iter().zip(&many) {
+            let one = store.load(id).await;
+            let same = match (answer, &one) {
+                (Ok(a), Ok(b)) => a == b,
+                (Err(_), Err(_)) => true,
+                _ => false,
+            };
+            ensure!(
+                same,
+                "load_many answered {} for `{id}`, where load answers {}",
+                said(answer),
+                said(&one)
+            );
+        }
+        ensure!(
+            matches!(&many[1], Ok(None)),
+            "load_many answered {} for the missing session `{missing}`, not Ok(None)",
+            said(&many[1])
+        );
+        Ok(())
+    }
+    .await;
+    cleanup(store, &[&plan, &calls, &idle, &garbage]).await;
     result
 }
 

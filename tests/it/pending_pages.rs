@@ -425,3 +425,147 @@ fn a_decision_saved_by_another_process_reaches_a_postgres_watch_by_notice() {
         );
     });
 }
+
+/// A store that counts the calls a listing of pending entries makes to the store it wraps.
+struct Counting {
+    inner: Arc<dyn SessionStore>,
+    loads: std::sync::atomic::AtomicUsize,
+    batches: std::sync::atomic::AtomicUsize,
+    workspace_listings: std::sync::atomic::AtomicUsize,
+}
+
+#[agent_controller::async_trait]
+impl SessionStore for Counting {
+    async fn load(
+        &self,
+        id: &str,
+    ) -> Result<Option<SessionRecord>, agent_controller::store::StoreError> {
+        self.loads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.load(id).await
+    }
+    async fn load_many(
+        &self,
+        ids: &[&str],
+    ) -> Result<Vec<agent_controller::store::Loaded>, agent_controller::store::StoreError> {
+        self.batches
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.load_many(ids).await
+    }
+    async fn save(
+        &self,
+        record: &SessionRecord,
+        expected: Option<u64>,
+    ) -> Result<(), agent_controller::store::StoreError> {
+        self.inner.save(record, expected).await
+    }
+    async fn delete(&self, id: &str) -> Result<bool, agent_controller::store::StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::store::PendingListing, agent_controller::store::StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, agent_controller::store::StoreError> {
+        self.inner.expire(before).await
+    }
+    async fn list_workspace_allowances(
+        &self,
+        workspace: Option<&std::path::Path>,
+    ) -> Result<Vec<agent_controller::allowance::Allowance>, agent_controller::store::StoreError>
+    {
+        self.workspace_listings
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.list_workspace_allowances(workspace).await
+    }
+}
+
+#[test]
+fn pending_entries_read_the_sessions_in_one_batch_and_each_workspace_once_on_every_store() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let workspace = tempfile::tempdir().expect("tmp");
+    let recorded =
+        agent_controller::workspace::WorkspaceRecord::of(workspace.path()).expect("workspace");
+    for (name, store, _keep) in stores() {
+        runtime().block_on(async {
+            // Sessions in one workspace, one of them with two tool calls waiting, one without a
+            // workspace, and one deleted once listed (its entry has no allowance).
+            let ids = ["ent-a", "ent-b", "ent-c", "ent-d"];
+            for (n, id) in ids.iter().enumerate() {
+                let mut r = record(id, 100 + n as u64, usize::from(n == 1) * 2, None, false);
+                if n != 2 {
+                    r.workspace = Some(recorded.clone());
+                }
+                // Session `ent-a` keeps an allowance in its mode, `ent-b` one of another mode.
+                let mode = ["plan", "build"].get(n).copied();
+                if let Some(mode) = mode {
+                    r.allowances = vec![
+                        serde_json::from_value(json!({
+                            "id": format!("allow_{n}"), "scope": "session", "modeId": mode,
+                            "toolName": "write_file", "sessionId": id,
+                        }))
+                        .expect("an allowance"),
+                    ];
+                }
+                store.save(&r, None).await.expect("saved");
+            }
+            let listing = store.list_pending_decisions().await.expect("listing");
+            assert_eq!(listing.pending.len(), 5, "{name}");
+            assert!(store.delete("ent-d").await.expect("deleted"), "{name}");
+            let counting = Counting {
+                inner: store.clone(),
+                loads: 0.into(),
+                batches: 0.into(),
+                workspace_listings: 0.into(),
+            };
+            let entries =
+                agent_controller::session::pending_entries(&counting, listing.pending.clone())
+                    .await;
+            assert_eq!(
+                counting.batches.load(Relaxed),
+                1,
+                "{name}: one batch of loads"
+            );
+            assert_eq!(
+                counting.loads.load(Relaxed),
+                0,
+                "{name}: no load one at a time"
+            );
+            assert_eq!(
+                counting.workspace_listings.load(Relaxed),
+                1,
+                "{name}: the one workspace's allowances listed once"
+            );
+            assert!(entries.unread_allowances.is_empty(), "{name}");
+            assert!(entries.next_cursor.is_none(), "{name}");
+            // The same entries, in the same order, as a session at a time gives them.
+            assert_eq!(entries.pending.len(), listing.pending.len(), "{name}");
+            let in_force = |id: &str| {
+                let entry = entries.pending.iter().find(|e| e.summary.session_id == id);
+                entry.map(|e| e.allowances_in_force.len())
+            };
+            assert_eq!(
+                in_force("ent-a"),
+                Some(1),
+                "{name}: its allowance is in force"
+            );
+            assert_eq!(
+                in_force("ent-b"),
+                Some(0),
+                "{name}: of another mode, not in force"
+            );
+            for (entry, summary) in entries.pending.iter().zip(&listing.pending) {
+                assert_eq!(&entry.summary, summary, "{name}");
+                let one_by_one = match store.load(&summary.session_id).await.expect("load") {
+                    Some(r) => agent_controller::session::allowances_in_force(&*store, &r)
+                        .await
+                        .expect("allowances"),
+                    None => Vec::new(),
+                };
+                assert_eq!(entry.allowances_in_force, one_by_one, "{name}");
+            }
+        });
+    }
+}

@@ -77,7 +77,7 @@ fn the_file_store_conforms_with_raw_records() {
             .await
             .expect("conforms");
         assert_all_passed(&report);
-        assert_eq!(report.checks.len(), 12, "{report}");
+        assert_eq!(report.checks.len(), 13, "{report}");
         // It cleaned up after itself.
         let left: Vec<_> = std::fs::read_dir(&dir)
             .expect("dir")

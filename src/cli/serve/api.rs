@@ -3,7 +3,6 @@
 //! before anything is read; a body that is not JSON, or not what the route takes, is 422 with
 //! the reason; a body over the bound is 413.
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,7 +10,7 @@ use agent_controller::SessionError;
 use agent_controller::allowance::Allowance;
 use agent_controller::plan_report::PlanReport;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
-use agent_controller::store::{PendingCursor, PendingEntry, check_session_id};
+use agent_controller::store::{PendingCursor, check_session_id};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
@@ -198,22 +197,14 @@ async fn pending(
         Ok(controller) => controller,
         Err(e) => return refused(&e),
     };
-    let page = match controller.list_pending_page(after.as_ref(), limit).await {
+    let page = match controller.pending_entries_page(after.as_ref(), limit).await {
         Ok(page) => page,
         Err(e) => return refused(&e),
     };
-    let mut in_force: HashMap<&str, Vec<Allowance>> = HashMap::new();
-    let mut entries: Vec<PendingEntry> = Vec::with_capacity(page.pending.len());
-    for summary in &page.pending {
-        let id = summary.session_id.as_str();
-        if !in_force.contains_key(id) {
-            in_force.insert(id, stored_extras(&server, id).await.0);
-        }
-        entries.push(PendingEntry {
-            summary: summary.clone(),
-            allowances_in_force: in_force.get(id).cloned().unwrap_or_default(),
-        });
+    for unread in &page.unread_allowances {
+        warn_unread_allowances(&unread.session_id, &unread.reason);
     }
+    let entries = &page.pending;
     let entries: Vec<Value> = entries.iter().map(super::page::with_shown).collect();
     let mut body = json!({ "pending": entries });
     if let Some(next) = &page.next_cursor {
@@ -385,13 +376,7 @@ async fn session(State(server): State<Arc<Server>>, Path(session_id): Path<Strin
 /// none, with a warning on stderr; a record that cannot be read gives neither.
 async fn stored_extras(server: &Server, id: &str) -> (Vec<Allowance>, Option<PlanReport>) {
     let store = &*server.setup.store;
-    let warn = |e: &dyn std::fmt::Display| {
-        note!(
-            "warning: serve: the allowances of session {} cannot be read, not listed: {}",
-            agent_controller::display::neutralize_line(id),
-            agent_controller::display::neutralize_line(&e.to_string())
-        );
-    };
+    let warn = |e: &dyn std::fmt::Display| warn_unread_allowances(id, &e.to_string());
     match store.load(id).await {
         Ok(Some(record)) => {
             let in_force = agent_controller::session::allowances_in_force(store, &record)
@@ -408,6 +393,15 @@ async fn stored_extras(server: &Server, id: &str) -> (Vec<Allowance>, Option<Pla
             (Vec::new(), None)
         }
     }
+}
+
+/// The `warning:` line of a session whose allowances cannot be read.
+fn warn_unread_allowances(id: &str, reason: &str) {
+    note!(
+        "warning: serve: the allowances of session {} cannot be read, not listed: {}",
+        agent_controller::display::neutralize_line(id),
+        agent_controller::display::neutralize_line(reason)
+    );
 }
 
 /// `POST /v1/sessions/{id}/cancel`: cancels the run in progress (or the next one).
