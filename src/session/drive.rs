@@ -1245,13 +1245,6 @@ impl Session {
         let Some(call) = self.state.tool_call(at, index) else {
             return Ok(());
         };
-        let name = call.name.as_str();
-        if name == SUBMIT_PLAN
-            || self.shared.task_tools.contains(&name)
-            || self.shared.runs_subagent(name)
-        {
-            return Ok(());
-        }
         let mode_id = self.shared.graph.mode(self.state.mode).id().to_owned();
         let Some(written) = self.written_by(call, &mode_id) else {
             return Ok(());
@@ -1391,10 +1384,20 @@ impl Session {
     }
 
     /// Where the paths `call` writes lie, resolved as the rules resolve paths: `None` for a
-    /// tool that writes nothing (read-only or a plan tool), else each argument its tool names
-    /// as a path it writes ([`crate::tool::Tool::written_path_args`]); a tool the registry
-    /// lacks writes, at no located path.
+    /// tool that writes nothing (read-only, or one of the controller's own: `submit_plan`,
+    /// `ask_user`, the task tools, `subagent`, whose child's writes are bound on their own),
+    /// else each argument its tool names as a path it writes
+    /// ([`crate::tool::Tool::written_path_args`]); a tool the registry lacks writes, at no
+    /// located path.
     fn written_by(&self, call: &ToolCall, mode_id: &str) -> Option<crate::machine::scope::Written> {
+        let name = call.name.as_str();
+        if name == SUBMIT_PLAN
+            || name == crate::tool::ASK_USER
+            || self.shared.task_tools.contains(&name)
+            || self.shared.runs_subagent(name)
+        {
+            return None;
+        }
         let Some(tool) = self.shared.tools.get(&call.name) else {
             return Some(Vec::new());
         };

@@ -610,3 +610,51 @@ async fn a_subagent_of_the_bound_mode_is_bound_by_the_plan_too() {
         "{result}"
     );
 }
+
+/// A plan that hands over to a mode which plans too (`review`, handing over to `build`).
+const CHAINED: &str = r#"
+[[modes]]
+id = "plan"
+transitionsTo = "review"
+availableTools = ["read_file", "submit_plan"]
+{POLICY}
+
+[[modes]]
+id = "review"
+transitionsTo = "build"
+availableTools = ["read_file", "write_file", "submit_plan", "ask_user"]
+
+[[modes]]
+id = "build"
+default = true
+availableTools = ["read_file", "write_file"]
+"#;
+
+/// The controller's own tools write nothing the plan's files bind: in a mode an approved plan
+/// binds, `submit_plan` suspends as a plan (not as drift, nor refused under `enforce`), as the
+/// testing kit's reference model says (it found this: a generated config whose planning mode
+/// hands over to another planning mode).
+#[tokio::test]
+async fn a_plan_submitted_in_a_bound_mode_waits_as_a_plan_not_as_drift() {
+    for policy in [None, Some("enforce")] {
+        let script = vec![
+            calls([submit("call_1", ".agent/plans/p.md")]),
+            calls([submit("call_2", ".agent/plans/q.md")]),
+            text("done"),
+        ];
+        let s = Setup::with_config(CHAINED, policy, script).await;
+        s.ws.plan("p.md", PLAN);
+        s.ws.plan("q.md", "# Next\n\n1. Build it.\n");
+        let mut session = s.session().await;
+        session.send_message("plan it").await.expect("run");
+        let outcome = session
+            .decide("decision_1", agent_controller::Decision::approve())
+            .await
+            .expect("approve");
+        assert_eq!(session.mode().id(), "review");
+        let RunOutcome::Suspended { tool_call_id, .. } = &outcome else {
+            panic!("{policy:?}: the plan waits as a plan: {outcome:?}");
+        };
+        assert_eq!(tool_call_id, "call_2", "{policy:?}");
+    }
+}
