@@ -1748,6 +1748,10 @@ pub struct ReferenceSession {
     runs: usize,
     /// The plan revisions the current run was asked for (rejections with feedback).
     revisions: usize,
+    /// Set when the kit's hook rejected the plan just submitted and the run goes on: that
+    /// rejection is a decision, so the model's next call starts a drive of its own (a fresh
+    /// step limit), as a person's rejection would. Read and cleared where the drive goes on.
+    hook_decided: bool,
     tool_calls: usize,
     /// The replies the children of the step being applied were scripted with, in order: they
     /// come before the parent's last reply ([`ReferenceSession::apply`]).
@@ -1851,6 +1855,7 @@ impl ReferenceSession {
             run: None,
             runs: 0,
             revisions: 0,
+            hook_decided: false,
             tool_calls: 0,
             script: Vec::new(),
             decided: None,
@@ -2876,7 +2881,12 @@ impl ReferenceSession {
         let replies = vec![Reply::Calls(scripted.clone()), last];
         let outcome = match self.tool_calls_then(run, &scripted, trace) {
             Some(outcome) => outcome,
-            None => self.call_model_then(run, &mut steps, then, trace),
+            None => {
+                if std::mem::take(&mut self.hook_decided) {
+                    steps = 0;
+                }
+                self.call_model_then(run, &mut steps, then, trace)
+            }
         };
         (action, replies, outcome)
     }
@@ -3184,6 +3194,7 @@ impl ReferenceSession {
         }
         self.revisions += 1;
         self.run = Some((run, RunState::Running));
+        self.hook_decided = true;
         None
     }
 
@@ -3949,7 +3960,12 @@ impl ReferenceSession {
                         let replies = vec![Reply::Calls(vec![call.clone()]), text];
                         let outcome = match self.tool_calls_then(run, &[call], trace) {
                             Some(outcome) => outcome,
-                            None => self.call_model_then(run, &mut steps, Then::Text, trace),
+                            None => {
+                                if std::mem::take(&mut self.hook_decided) {
+                                    steps = 0;
+                                }
+                                self.call_model_then(run, &mut steps, Then::Text, trace)
+                            }
                         };
                         (replies, outcome)
                     }
