@@ -459,8 +459,6 @@ mod tests {
                     hooks: Default::default(),
                 }),
                 complete: true,
-                scoped: 0,
-                drifting: 0,
             },
             edges: EdgeReport {
                 edges: Vec::new(),
