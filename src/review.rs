@@ -98,11 +98,27 @@ impl ReviewVerdict {
     }
 
     /// A rejection: `reason` is the model's feedback.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::review::{ReviewDecision, ReviewVerdict};
+    /// let verdict = ReviewVerdict::reject("tests are missing");
+    /// assert_eq!(verdict.decision, ReviewDecision::Reject);
+    /// assert_eq!(verdict.reason.as_deref(), Some("tests are missing"));
+    /// ```
     pub fn reject(reason: impl Into<String>) -> Self {
         Self::of(ReviewDecision::Reject, reason)
     }
 
-    /// No verdict, for `reason`: a person decides.
+    /// No verdict, for `reason`: a person decides. A blank reason is none.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::review::{ReviewDecision, ReviewVerdict};
+    /// let verdict = ReviewVerdict::escalate("  ");
+    /// assert_eq!(verdict.decision, ReviewDecision::Escalate);
+    /// assert_eq!(verdict.reason, None);
+    /// ```
     pub fn escalate(reason: impl Into<String>) -> Self {
         Self::of(ReviewDecision::Escalate, reason)
     }
@@ -125,6 +141,13 @@ pub struct ReviewError {
 
 impl ReviewError {
     /// An error saying `message`.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::review::ReviewError;
+    /// let error = ReviewError::new("the reviewer timed out");
+    /// assert_eq!(error.to_string(), "the reviewer timed out");
+    /// ```
     pub fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
@@ -132,6 +155,12 @@ impl ReviewError {
     }
 
     /// What went wrong.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::review::ReviewError;
+    /// assert_eq!(ReviewError::new("no answer").message(), "no answer");
+    /// ```
     pub fn message(&self) -> &str {
         &self.message
     }

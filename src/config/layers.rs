@@ -239,7 +239,7 @@ impl ConfigSources {
 
     /// Every file these sources would read, present or not, in layer order: the user's file,
     /// the project's, the local layer beside it (`modes.local.toml`), the managed file. A host
-    /// protects them all from the tools ([`crate::AgentControllerBuilder::protected_path`]):
+    /// protects them all from the tools ([`crate::controller::AgentControllerBuilder::protected_path`]):
     /// a build step that wrote any of them could widen what the next run allows.
     ///
     /// # Examples

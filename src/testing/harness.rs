@@ -16,11 +16,11 @@ use serde_json::json;
 use super::ask::Ask;
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{KIT_HOOK, ScriptedHook};
-use super::quorum::{QuorumStep, approver, as_identity};
+use super::quorum::{QuorumStep, approver};
 use super::reference::{
     Action, CLOCK_START_MS, Decided, ModelAllowance, Offered, Op, Outcome, PLAN_COUNT, PendingPlan,
     PlanFile, ReferenceSession, Refusal, Reply, ResultKind, RunRef, Step, TaskCall, Trace,
-    WaitingCall, plan_text,
+    WaitingCall, as_identity, plan_text,
 };
 use super::subagents::ChildOrigin;
 use crate::allowance::{Allowance, AllowanceScope};

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{HookAnswer, HookScript};
-use super::quorum::QuorumStep;
+use super::quorum::{QuorumStep, approver};
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
@@ -1268,7 +1268,7 @@ pub enum Refusal {
     /// [`crate::SessionError::InvalidAnswer`]: the answer does not fit the question.
     InvalidAnswer,
     /// [`crate::SessionError::Quorum`]: an always-allow or an edited plan under a quorum
-    /// ([`super::quorum`]).
+    /// ([`super::QuorumStep`]).
     Quorum,
     /// A variant this version of the reference does not know.
     Other,
@@ -1542,7 +1542,7 @@ pub struct Step {
     pub replies: Vec<Reply>,
     /// What must happen.
     pub expected: Expected,
-    /// An approval under a quorum ([`super::quorum`]): the approvals the harness gives
+    /// An approval under a quorum ([`super::QuorumStep`]): the approvals the harness gives
     /// before the step's own host call, which carries the last; `None` without one.
     pub quorum: Option<QuorumStep>,
 }
@@ -2241,7 +2241,7 @@ impl ReferenceSession {
         };
         let mut quorum = None;
         if let Some(before) = before {
-            match super::quorum::ruled(&before, &action, &outcome) {
+            match quorum_ruled(&before, &action, &outcome) {
                 None => {}
                 Some(Ok((step, named))) => {
                     quorum = Some(step);
@@ -4308,4 +4308,134 @@ fn malformed_data() -> impl Strategy<Value = Value> {
         json!({ "action": "rejected", "feedback": 3 }),
         json!({ "action": "approved", "sha256": 5 }),
     ])
+}
+
+// Quorum ([`super::quorum`]): the reference's statement of the rule on one step.
+
+/// `action` decided as identity `by` (`decidedBy`; in JSON resume data, its `decidedBy` key).
+pub(crate) fn as_identity(action: &Action, by: &str) -> Action {
+    let named = |decision: &Decision| Decision {
+        decided_by: Some(by.to_owned()),
+        ..decision.clone()
+    };
+    match action {
+        Action::Resume {
+            run,
+            tool_call_id,
+            decision,
+        } => Action::Resume {
+            run: run.clone(),
+            tool_call_id: tool_call_id.clone(),
+            decision: named(decision),
+        },
+        Action::Decide {
+            decision_id,
+            decision,
+        } => Action::Decide {
+            decision_id: decision_id.clone(),
+            decision: named(decision),
+        },
+        Action::ResumeJson {
+            run,
+            tool_call_id,
+            data,
+        } => {
+            let mut data = data.clone();
+            if let Value::Object(map) = &mut data {
+                map.insert("decidedBy".to_owned(), Value::String(by.to_owned()));
+            }
+            Action::ResumeJson {
+                run: run.clone(),
+                tool_call_id: tool_call_id.clone(),
+                data,
+            }
+        }
+        other => other.clone(),
+    }
+}
+
+/// The decision `action` carries, when it decides (from JSON resume data, when that reads as
+/// one).
+fn decision_of(action: &Action) -> Option<Decision> {
+    match action {
+        Action::Resume { decision, .. } | Action::Decide { decision, .. } => Some(decision.clone()),
+        Action::ResumeJson { data, .. } => serde_json::from_value(data.clone()).ok(),
+        _ => None,
+    }
+}
+
+/// How many approvals by distinct identities what `action` addresses needs, in `before` (the
+/// session before the action): the pending plan's, or the waiting call's; 1 for anything else
+/// (a question, a child's call, an unknown id).
+fn quorum_needed(before: &ReferenceSession, action: &Action) -> u8 {
+    let facts = before.facts();
+    let mode = before.mode();
+    let (run, id) = match action {
+        Action::Resume {
+            run, tool_call_id, ..
+        }
+        | Action::ResumeJson {
+            run, tool_call_id, ..
+        } => (Some(run), tool_call_id.as_str()),
+        Action::Decide { decision_id, .. } => (None, decision_id.as_str()),
+        _ => return 1,
+    };
+    let same_run = |ordinal: usize| run.is_none_or(|r| *r == RunRef::Run(ordinal));
+    if let Some(plan) = before.pending()
+        && run.is_some()
+        && plan.tool_call_id == id
+        && same_run(plan.run)
+    {
+        return facts.plan_quorum(mode);
+    }
+    before
+        .waiting()
+        .iter()
+        .find(|w| {
+            let by_id = if run.is_some() {
+                w.tool_call_id == id
+            } else {
+                w.decision_id == id
+            };
+            by_id && same_run(w.run)
+        })
+        .filter(|w| w.asks.is_none() && w.child.is_none() && w.decided.is_none())
+        .map_or(1, |w| facts.call_quorum(mode, &w.tool))
+}
+
+/// The quorum's say on one step, the reference's `before` it and what it predicts without a
+/// quorum (`action`, `outcome`): `None` when no quorum applies (no approval, a quorum of 1, or
+/// the decision refused anyway); else the refusal of an always-allow or an edited plan
+/// (`Err`: nothing changes), or the approval's [`QuorumStep`] with `action` carrying approver
+/// N (`Ok`).
+pub(crate) fn quorum_ruled(
+    before: &ReferenceSession,
+    action: &Action,
+    outcome: &Outcome,
+) -> Option<Result<(QuorumStep, Action), Refusal>> {
+    // The decision's own checks (its ids, its sha256, its target, its edit's text) come
+    // first; a store that cannot keep a workspace allowance comes after the quorum.
+    let store = *outcome == Outcome::Refused(Refusal::Store);
+    if matches!(outcome, Outcome::Refused(_) | Outcome::NoDecision) && !store {
+        return None;
+    }
+    let decision = decision_of(action)?;
+    if decision.action != DecisionAction::Approved {
+        // A rejection by any one rejects: as without a quorum.
+        return None;
+    }
+    let needed = quorum_needed(before, action);
+    if needed <= 1 {
+        return None;
+    }
+    if decision.always_allow || decision.plan.is_some() {
+        return Some(Err(Refusal::Quorum));
+    }
+    if store {
+        return None;
+    }
+    Some(Ok((
+        QuorumStep { needed },
+        as_identity(action, &approver(needed)),
+    )))
 }
