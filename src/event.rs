@@ -922,9 +922,9 @@ pub struct DecidedRecord {
     /// user approved that a `deny` rule refused as it was about to run (the rules, or where its
     /// paths lead, changed while it waited) keeps the approval's record as it was, and the
     /// refusal gets a record of its own after it (outcome `rejected`, that rule, no
-    /// `decidedBy`). A subagent's call an `ask` rule held is refused in the child (it cannot
-    /// ask the user yet) and gets a record of its own too (`rejected`, that `ask` rule, whose
-    /// `reason` names the child). `None` when no rule decided.
+    /// `decidedBy`). A subagent's call an `ask` rule holds is not refused: it waits for the
+    /// user in the parent's session, naming the child, as any call that waits ([`crate::subagent`]).
+    /// `None` when no rule decided.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule: Option<Box<crate::rules::RuleRecord>>,
     /// For a tool call: the feedback the user gave with the decision

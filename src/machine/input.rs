@@ -180,13 +180,19 @@ pub(crate) enum Input {
         /// As for [`Input::Decide`].
         lacking: Vec<String>,
     },
-    /// A hook denied the plan that waits as `decision_id` ([`crate::hook`]): it is rejected with
-    /// the hook's reason as the feedback, before anyone is asked, and its audit record names
-    /// the hook (`hook`; `via` hook), as a tool call's does. Next: as for [`Input::Decide`]
-    /// of that rejection; [`Next::Nothing`] when no plan waits under that id.
+    /// The run suspends on the plan the `submit_plan` call `tool_call_id` submitted, which a
+    /// hook denied ([`crate::hook`]): in the same change, one save, it is suspended on as for
+    /// [`Suspend::Plan`] and rejected with the hook's reason as the feedback, before anyone is
+    /// asked, its audit record naming the hook (`hook`; `via` hook), as a tool call's does. So
+    /// no saved state has the plan waiting for a person with the hook's deny lost. Events: the
+    /// suspension's, then the rejection's. Next: as for [`Input::Decide`] of that rejection.
     HookDeniedPlan {
-        /// The pending plan the hook denied.
-        decision_id: String,
+        /// The running run.
+        run_id: Arc<str>,
+        /// The `submit_plan` call.
+        tool_call_id: String,
+        /// The captured plan.
+        submission: PlanSubmission,
         /// What the hooks answered (a deny).
         hook: Box<crate::hook::HookRecord>,
         /// As for [`Input::Decide`].
@@ -516,10 +522,12 @@ impl Change<'_> {
                 lacking,
             } => self.decide(index, decision, checked, &lacking, None, None)?,
             Input::HookDeniedPlan {
-                decision_id,
+                run_id,
+                tool_call_id,
+                submission,
                 hook,
                 lacking,
-            } => self.hook_denied_plan(&decision_id, hook, &lacking)?,
+            } => self.hook_denied_plan(run_id, tool_call_id, submission, hook, &lacking)?,
             Input::Review {
                 decision_id,
                 lacking,
@@ -962,6 +970,53 @@ mod tests {
         assert_eq!(error.kind(), crate::model::ModelErrorKind::RevisionLimit);
         assert_eq!(rig.state.run, Some((run, RunState::Failed)));
         assert_eq!(rig.mode_id(), "plan");
+    }
+
+    /// A plan a hook denied is suspended and rejected in one change (one save): after it no
+    /// plan waits, the rejection is recorded as the hook's, and the events are those of the
+    /// suspension then of the rejection, in order.
+    #[test]
+    fn a_plan_a_hook_denies_is_suspended_and_rejected_in_one_change() {
+        let mut rig = Rig::new();
+        let run = rig.start("make a plan");
+        rig.reply(
+            &run,
+            "",
+            vec![call("c1", "submit_plan", json!({"path": "a.md"}))],
+        );
+        rig.take_kinds();
+        let hook = crate::hook::HookRecord {
+            hook: "policy".to_owned(),
+            decision: crate::hook::HookDecision::Deny,
+            reason: Some("no step tests it".to_owned()),
+            error: None,
+        };
+        let denied = Input::HookDeniedPlan {
+            run_id: run.clone(),
+            tool_call_id: "c1".to_owned(),
+            submission: plan("A"),
+            hook: Box::new(hook.clone()),
+            lacking: Vec::new(),
+        };
+        assert!(denied.saves() && denied.may_refuse(), "one saved change");
+        let next = rig.handle(denied).expect("rejected");
+        assert!(matches!(&next, Next::CallModel(r) if *r == run), "{next:?}");
+        assert!(rig.state.pending.is_empty(), "no plan waits for a person");
+        assert_eq!(rig.state.run, Some((run, RunState::Running)));
+        assert_eq!(
+            rig.take_kinds(),
+            ["tool_suspended", "agent_end", "agent_start", "tool_end"]
+        );
+        let record = rig.state.history.last().expect("the rejection");
+        assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+        assert_eq!(record.decision_id, "decision_1");
+        assert_eq!(record.decided_by.as_deref(), Some("hook policy"));
+        assert_eq!(record.via, Some(crate::quorum::Via::Hook));
+        assert_eq!(record.hook.as_deref(), Some(&hook));
+        assert_eq!(record.how(), crate::event::DecidedHow::Hook);
+        let (id, result) = rig.results().pop().expect("the plan's result");
+        assert_eq!(id, "c1");
+        assert!(result.contains("no step tests it"), "{result}");
     }
 
     #[test]

@@ -15,6 +15,8 @@
 //!    rule refuses (an allowance of the whole tool must not undo a rule written for some of its
 //!    calls). Its audit record names the allowance.
 
+use std::sync::Arc;
+
 use super::call::CallRef;
 use super::change::Change;
 use super::state::State;
@@ -24,6 +26,7 @@ use crate::exchange::{ToolCall, ToolOutput};
 use crate::explain::{Check, Step};
 use crate::hook::{HookDecision, HookRecord};
 use crate::mode::{Mode, ModeGraph};
+use crate::plan::PlanSubmission;
 use crate::rules::{ResolvedPaths, RuleAction, RuleRecord};
 
 use super::check::decision_id_for;
@@ -40,8 +43,9 @@ pub(crate) enum Ruling {
     /// The call waits for the user's approval: with the `ask` rule that asked, when one did
     /// (else the mode's `requireApproval`).
     Ask(Option<Box<RuleRecord>>),
-    /// A `deny` rule refused the call (or, in a subagent, which cannot ask the user yet, an
-    /// `ask` rule did): it never runs, and the model is told why.
+    /// A `deny` rule refused the call: it never runs, and the model is told why. (In a
+    /// subagent, a call an `ask` rule holds is [`Ruling::Ask`] as anywhere: the child suspends
+    /// and the call waits for the user in the parent's session, naming the child.)
     Deny(Box<RuleRecord>),
     /// No rule matched and the mode's `requireApproval` would hold the call, but this
     /// allowance covers it: it runs, and its audit record names the allowance.
@@ -106,26 +110,34 @@ pub(crate) fn hooked(
 }
 
 impl Change<'_> {
-    /// The `HookDeniedPlan` input: the plan that waits as `decision_id`, which hook `hook`
-    /// denied, is rejected with the hook's reason as the feedback (the model revises), decided
-    /// by `hook NAME` through the hook (`via`), the record naming the hook: what a person would
-    /// see in the log for a tool call a hook denied. [`Next::Nothing`] when no plan waits under
-    /// that id.
+    /// The `HookDeniedPlan` input: the run suspends on the plan `submission` of the
+    /// `submit_plan` call `tool_call_id` ([`Change::suspend_plan`]), and in the same change the
+    /// plan, which hook `hook` denied, is rejected with the hook's reason as the feedback (the
+    /// model revises), decided by `hook NAME` through the hook (`via`), the record naming the
+    /// hook: what a person would see in the log for a tool call a hook denied. One change, so
+    /// one save: no saved state has the plan waiting with the hook's deny lost.
     ///
     /// # Errors
-    /// What the one check refuses ([`super::check::check`]); nothing changes.
+    /// What the one check refuses ([`super::check::check`]); the driver computes the change on
+    /// a copy ([`Input::may_refuse`](super::input::Input::may_refuse)), so nothing changes.
     pub(crate) fn hook_denied_plan(
         &mut self,
-        decision_id: &str,
+        run_id: Arc<str>,
+        tool_call_id: String,
+        submission: PlanSubmission,
         hook: Box<HookRecord>,
         lacking: &[String],
     ) -> Result<Next, SessionError> {
-        let Some(index) =
-            self.state.pending.iter().position(|p| {
-                matches!(p, PendingDecision::Plan(_)) && p.decision_id() == decision_id
-            })
-        else {
-            return Ok(Next::Nothing);
+        let payload = self.suspend_plan(&run_id, &tool_call_id, submission, None);
+        let Some(index) = self.state.pending.iter().position(|p| {
+            matches!(p, PendingDecision::Plan(_)) && p.decision_id() == payload.decision_id
+        }) else {
+            // Not reached: the plan was suspended on just now.
+            return Ok(Next::SuspendedOnPlan {
+                run_id,
+                tool_call_id,
+                payload: Box::new(payload),
+            });
         };
         let reason = hook.reason.as_deref().unwrap_or_default();
         let decision = Decision::reject_with(format!("Rejected by hook `{}`: {reason}", hook.hook))

@@ -1620,49 +1620,40 @@ impl Session {
         review: Option<Box<crate::review::ReviewRecord>>,
     ) -> Result<RunOutcome, SessionError> {
         let reviewed = review.is_some();
-        let suspend = Suspend::Plan {
-            run_id: run_id.clone(),
-            tool_call_id: tool_call_id.clone(),
-            submission,
-            review,
-        };
-        match self.handle(Input::Suspend(suspend)).await {
-            Ok(next) => match hook {
-                // A hook denied the plan: rejected with its reason as the feedback, through the
-                // one decision path, before anyone is asked. An allow is no objection: the
-                // plan waits for a person like any other.
-                Some(hook) if hook.decision == HookDecision::Deny => {
-                    let decision_id = self
-                        .state
-                        .pending
-                        .last()
-                        .map(|p| p.decision_id().to_owned())
-                        .unwrap_or_default();
-                    let denied = Input::HookDeniedPlan {
-                        decision_id,
-                        hook: Box::new(hook),
-                        lacking: self.lacking_tools(),
-                    };
-                    let next = match self.handle(denied).await? {
-                        Next::Nothing => next,
-                        decided => decided,
-                    };
-                    self.carry_on(next).await
-                }
-                // A reviewer saw it: its verdict is the decision if the rules say so
-                // (`reviewerMay = "decide"`), else the plan waits with it shown.
-                _ if reviewed => {
-                    let ids = self
-                        .state
-                        .pending
-                        .iter()
-                        .map(|p| p.decision_id().to_owned())
-                        .collect();
-                    let next = self.apply_reviews(ids, next).await?;
-                    self.carry_on(next).await
-                }
-                _ => self.carry_on(next).await,
+        let input = match hook {
+            // A hook denied the plan: suspended on and rejected with its reason as the
+            // feedback, through the one decision path, before anyone is asked, in one change
+            // saved once: a future dropped at the save leaves the run as it was or the plan
+            // rejected, never the plan waiting with the deny lost. An allow is no objection:
+            // the plan waits for a person like any other.
+            Some(hook) if hook.decision == HookDecision::Deny => Input::HookDeniedPlan {
+                run_id: run_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                submission,
+                hook: Box::new(hook),
+                lacking: self.lacking_tools(),
             },
+            _ => Input::Suspend(Suspend::Plan {
+                run_id: run_id.clone(),
+                tool_call_id: tool_call_id.clone(),
+                submission,
+                review,
+            }),
+        };
+        match self.handle(input).await {
+            // A reviewer saw it: its verdict is the decision if the rules say so
+            // (`reviewerMay = "decide"`), else the plan waits with it shown.
+            Ok(next) if reviewed => {
+                let ids = self
+                    .state
+                    .pending
+                    .iter()
+                    .map(|p| p.decision_id().to_owned())
+                    .collect();
+                let next = self.apply_reviews(ids, next).await?;
+                self.carry_on(next).await
+            }
+            Ok(next) => self.carry_on(next).await,
             Err(err) => {
                 let output =
                     ToolOutput::error(format!("The plan could not be saved for review: {err}"));

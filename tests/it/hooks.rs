@@ -328,6 +328,95 @@ async fn a_plan_hook_rejects_with_feedback_and_never_approves() {
     }
 }
 
+/// A memory store that notes, of each record it saves, whether a plan waits in it and how many
+/// decisions its history holds.
+#[derive(Default)]
+struct Noting {
+    inner: agent_controller::store::MemoryStore,
+    saved: Mutex<Vec<(bool, usize)>>,
+}
+
+#[agent_controller::async_trait]
+impl agent_controller::store::SessionStore for Noting {
+    async fn load(
+        &self,
+        id: &str,
+    ) -> Result<Option<agent_controller::store::SessionRecord>, agent_controller::store::StoreError>
+    {
+        self.inner.load(id).await
+    }
+    async fn save(
+        &self,
+        record: &agent_controller::store::SessionRecord,
+        expected: Option<u64>,
+    ) -> Result<(), agent_controller::store::StoreError> {
+        self.inner.save(record, expected).await?;
+        let noted = (record.pending.is_some(), record.history.len());
+        self.saved.lock().expect("lock").push(noted);
+        Ok(())
+    }
+    async fn delete(&self, id: &str) -> Result<bool, agent_controller::store::StoreError> {
+        self.inner.delete(id).await
+    }
+    async fn list_pending(
+        &self,
+        now_ms: u64,
+    ) -> Result<agent_controller::store::PendingListing, agent_controller::store::StoreError> {
+        self.inner.list_pending(now_ms).await
+    }
+    async fn expire(&self, before: u64) -> Result<usize, agent_controller::store::StoreError> {
+        self.inner.expire(before).await
+    }
+}
+
+/// A plan a hook denies is suspended on and rejected in one save: no record the store ever
+/// holds has the plan waiting for a person with the hook's deny lost, so a future dropped at any
+/// await leaves either the run as it was before the plan or the plan rejected, whole.
+#[tokio::test]
+async fn a_plan_a_hook_denies_is_never_saved_waiting() {
+    let ws = Workspace::new();
+    let store = Arc::new(Noting::default());
+    let path = ws.plan("greet.md", PLAN);
+    let model = replay(vec![
+        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("revising"),
+    ]);
+    let hook = Scripted {
+        answer: Answer::Verdict(HookVerdict::deny("no step tests it")),
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let controller =
+        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store.clone())
+            .hook(hook)
+            .build()
+            .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("runs");
+    let saved = store.saved.lock().expect("lock").clone();
+    assert!(
+        saved.iter().all(|(waiting, _)| !waiting),
+        "a save with the plan waiting: {saved:?}"
+    );
+    let first = saved
+        .iter()
+        .position(|(_, decided)| *decided == 1)
+        .expect("the rejection is saved");
+    assert!(
+        saved[..first].iter().all(|(_, decided)| *decided == 0),
+        "{saved:?}"
+    );
+    let record = session.decision_history().last().expect("the rejection");
+    assert_eq!(record.outcome, Some(DecisionOutcome::Rejected));
+    assert_eq!(record.how(), agent_controller::event::DecidedHow::Hook);
+    assert_eq!(record.decided_by.as_deref(), Some("hook scripted"));
+}
+
 /// `log SESSION` prints the session's decisions from its stored record, in order, with how
 /// each was taken: here a hook's allow, then a rule's deny.
 #[tokio::test]
