@@ -19,9 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use agent_controller::display::neutralize_line;
 use agent_controller::model::{ModelSpec, SpecChooser};
-use agent_controller::session::{RunTask, SessionHandle};
+use agent_controller::session::SessionHandle;
 use agent_controller::store::{PendingWatch, SessionStore, open_store};
 use agent_controller::{AgentController, LanguageModel, ModeGraph, SessionError, ToolRegistry};
 
@@ -111,7 +110,6 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
                 controller,
             )])),
             sessions: tokio::sync::Mutex::new(HashMap::new()),
-            runs: Mutex::new(Vec::new()),
             tokens,
             feed,
         });
@@ -208,10 +206,10 @@ pub(crate) struct Server {
     /// One controller per workspace a session works in, config it runs under and model it
     /// runs with.
     controllers: Mutex<HashMap<(PathBuf, PathBuf, String), AgentController>>,
-    /// The sessions a request touched, each shared by every request since.
+    /// The sessions a request touched, each shared by every request since. Every run a
+    /// request starts is carried on by one of them, which stops it on shutdown
+    /// ([`Server::stop_runs`]).
     sessions: tokio::sync::Mutex<HashMap<String, SessionHandle>>,
-    /// The runs carried on in the background, to stop on shutdown.
-    runs: Mutex<Vec<(SessionHandle, RunTask)>>,
     tokens: auth::Tokens,
     feed: feed::Feed,
 }
@@ -344,30 +342,26 @@ impl Server {
             .insert(handle.id().to_owned(), handle.clone());
     }
 
-    /// Carries `run` on in the background; its end is reported by the session's events.
-    fn carry_on(&self, handle: &SessionHandle, run: RunTask) {
-        let mut runs = self.runs.lock().unwrap_or_else(PoisonError::into_inner);
-        runs.retain(|(_, run)| !run.is_finished());
-        runs.push((handle.clone(), run));
-    }
-
-    /// On shutdown: cancels every run in progress (each ends `aborted` and is saved) and waits
-    /// for them, at most [`SHUTDOWN_GRACE`].
+    /// On shutdown: cancels every run in progress of the sessions requests touched (each ends
+    /// `aborted` and is saved) and waits for them, at most [`SHUTDOWN_GRACE`]. Through each
+    /// session's handle ([`SessionHandle::cancel_and_wait`]), so a run is stopped too when the
+    /// request that started it was dropped before it took the run (a client that hung up after
+    /// its decision was saved).
     async fn stop_runs(&self) {
-        let runs = std::mem::take(&mut *self.runs.lock().unwrap_or_else(PoisonError::into_inner));
-        let waiting = async {
-            for (handle, run) in runs {
-                handle.cancel();
-                if let Err(e) = run.outcome().await {
-                    note!(
-                        "warning: session {}: {}",
-                        neutralize_line(handle.id()),
-                        neutralize_line(&e.to_string())
-                    );
-                }
-            }
-        };
-        let _ = tokio::time::timeout(SHUTDOWN_GRACE, waiting).await;
+        let handles: Vec<SessionHandle> = self.sessions.lock().await.values().cloned().collect();
+        let mut stopping = tokio::task::JoinSet::new();
+        for handle in handles {
+            stopping.spawn(async move { handle.cancel_and_wait().await });
+        }
+        if tokio::time::timeout(SHUTDOWN_GRACE, stopping.join_all())
+            .await
+            .is_err()
+        {
+            note!(
+                "warning: serve: some runs had not stopped {} s after they were cancelled; they may not be saved as aborted",
+                SHUTDOWN_GRACE.as_secs()
+            );
+        }
     }
 }
 

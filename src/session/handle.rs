@@ -13,6 +13,9 @@
 //!
 //! A decision ([`SessionHandle::decide`]) returns as soon as it is saved
 //! ([`DecisionTaken`]); the run it carries on goes on in a task of its own ([`RunTask`]).
+//! That task holds the session until the run ends, so the handle knows every run it started,
+//! kept or not: [`SessionHandle::cancel_and_wait`] stops them all (a host shutting down, whose
+//! requests may have been dropped after a save and before they took the run).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,7 +107,8 @@ pub struct DecisionTaken {
 
 /// A run carried on in a task of its own ([`SessionHandle::decide`],
 /// [`SessionHandle::send_message`]): await [`RunTask::outcome`] for how it ended, or drop it
-/// and the run goes on (its events say how it goes).
+/// and the run goes on (its events say how it goes; [`SessionHandle::cancel_and_wait`] still
+/// stops it).
 #[derive(Debug)]
 pub struct RunTask {
     task: tokio::task::JoinHandle<Result<RunOutcome, SessionError>>,
@@ -148,7 +152,8 @@ fn stopped(e: &tokio::task::JoinError) -> SessionError {
 ///   for a whole run.
 ///
 /// A decision ([`SessionHandle::decide`]) returns as soon as it is saved
-/// ([`DecisionTaken`]); the run it carries on goes on in a task of its own ([`RunTask`]).
+/// ([`DecisionTaken`]); the run it carries on goes on in a task of its own ([`RunTask`]),
+/// which [`SessionHandle::cancel_and_wait`] stops whether or not anyone kept it.
 ///
 /// # Examples
 /// Decide from one task while another streams the events:
@@ -283,6 +288,48 @@ impl SessionHandle {
     /// whether a run was in progress.
     pub fn cancel(&self) -> bool {
         self.inner.cancel.cancel()
+    }
+
+    /// Cancels every run this handle started and waits for each to end, saved as it ended (a
+    /// cancelled run `aborted`, [`CancelHandle`]): the run in progress, and the one an
+    /// operation about to start a run starts (a decision being saved carries on a run that is
+    /// cancelled as it starts). Whether anyone kept its [`RunTask`] or not: each run's task
+    /// holds the session until the run ends, so this returns once no operation holds it. A host
+    /// calls it on shutdown, where a request dropped after its decision was saved (a client
+    /// that hung up) never took the run that decision carries on. Returns at once when nothing
+    /// runs; a cancel kept for a next run ([`SessionHandle::cancel`] while none was in
+    /// progress) is withdrawn, so the handle's next run goes on as usual.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+    /// use agent_controller::event::RunState;
+    /// use agent_controller::session::SessionHandle;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+    /// let handle = SessionHandle::new(controller.start_session(SessionOptions::new()).await?);
+    /// drop(handle.send_message("hello").await?); // the run goes on; no one keeps its task
+    /// handle.cancel_and_wait().await; // the run has ended (here it completed first)
+    /// assert_ne!(handle.view().run_state, Some(RunState::Running));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn cancel_and_wait(&self) {
+        loop {
+            // Again at each check: a run an operation queued before this one starts is
+            // cancelled too.
+            self.inner.cancel.cancel();
+            let waiting = self.inner.session.clone().lock_owned();
+            if let Ok(session) = tokio::time::timeout(BUSY_CHECK, waiting).await {
+                self.inner.cancel.withdraw();
+                self.inner.refresh(&session);
+                return;
+            }
+        }
     }
 
     /// The session itself, for any operation of [`Session`], once no other operation holds

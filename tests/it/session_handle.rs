@@ -158,6 +158,52 @@ async fn a_decision_answers_once_saved_and_its_run_goes_on_in_a_task_of_its_own(
     assert!(matches!(again, SessionError::AlreadyDecided(_)), "{again}");
 }
 
+/// A run whose [`agent_controller::session::RunTask`] no one kept (a web host's request
+/// dropped once the decision was saved, its client gone) is still the handle's: cancelling and
+/// waiting stops it, saved `aborted`, and leaves no cancel behind for the next run.
+#[tokio::test]
+async fn cancel_and_wait_stops_a_run_whose_task_no_one_kept() {
+    let ws = Workspace::new();
+    let model = gated();
+    let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+    let controller = controller(&ws, model.clone(), store.clone());
+    let (handle, decision_id, sha256) = plan_waiting(&controller).await;
+    model.armed.store(true, Ordering::Release);
+    let approve = Decision::approve().with_sha256(&sha256);
+    drop(handle.decide(&decision_id, approve).await.expect("decided"));
+    model.called.notified().await;
+    assert_eq!(handle.view().run_state, Some(RunState::Running));
+
+    tokio::time::timeout(Duration::from_secs(30), handle.cancel_and_wait())
+        .await
+        .expect("the run stops");
+    assert_eq!(handle.view().run_state, Some(RunState::Aborted));
+    let stored = store
+        .load(handle.id())
+        .await
+        .expect("as expected")
+        .expect("stored");
+    assert_eq!(stored.run.expect("a run").state, RunState::Aborted);
+    assert_eq!(stored.mode_id, "build");
+
+    // Nothing in progress: it returns at once, and the next run is not cancelled.
+    model.armed.store(false, Ordering::Release);
+    tokio::time::timeout(Duration::from_secs(5), handle.cancel_and_wait())
+        .await
+        .expect("at once");
+    let outcome = handle
+        .send_message("again")
+        .await
+        .expect("started")
+        .outcome()
+        .await
+        .expect("ran");
+    assert!(
+        matches!(outcome, RunOutcome::Completed { .. }),
+        "{outcome:?}"
+    );
+}
+
 #[tokio::test]
 async fn of_two_tasks_deciding_one_decision_exactly_one_is_answered() {
     let ws = Workspace::new();

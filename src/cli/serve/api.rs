@@ -245,10 +245,8 @@ async fn decide(
         )
         .await
     {
-        Ok((taken, run)) => {
-            server.carry_on(&handle, run);
-            axum::Json(taken).into_response()
-        }
+        // The run goes on in the session's task; the handle stops it on shutdown.
+        Ok((taken, _run)) => axum::Json(taken).into_response(),
         Err(e) => refused(&e),
     }
 }
@@ -300,9 +298,9 @@ async fn start_session(State(server): State<Arc<Server>>, body: Bytes) -> Respon
     };
     let handle = SessionHandle::new(session);
     server.keep(&handle).await;
-    match handle.send_message(new.message).await {
-        Ok(run) => server.carry_on(&handle, run),
-        Err(e) => return refused(&e),
+    // The run goes on in the session's task; the handle stops it on shutdown.
+    if let Err(e) = handle.send_message(new.message).await {
+        return refused(&e);
     }
     (StatusCode::CREATED, axum::Json(handle.view())).into_response()
 }
@@ -338,10 +336,8 @@ async fn message(
         Err(e) => return refused(&e),
     };
     match handle.send_message(new.message).await {
-        Ok(run) => {
-            server.carry_on(&handle, run);
-            (StatusCode::ACCEPTED, axum::Json(handle.view())).into_response()
-        }
+        // The run goes on in the session's task; the handle stops it on shutdown.
+        Ok(_run) => (StatusCode::ACCEPTED, axum::Json(handle.view())).into_response(),
         Err(e) => refused(&e),
     }
 }
@@ -455,6 +451,19 @@ async fn openapi() -> Response {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+    use std::future::Future;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use agent_controller::event::RunState;
+    use agent_controller::model::scripted::ScriptedModel;
+    use agent_controller::model::{ModelError, ModelRequest, ModelResponse};
+    use agent_controller::{LanguageModel, MemoryStore, SessionStore};
+
+    use super::super::{Setup, auth, feed};
     use super::*;
 
     #[test]
@@ -463,5 +472,125 @@ mod tests {
         assert!(!is_decision_id("../x"));
         assert!(!is_decision_id(""));
         assert!(!is_session_id("a/b"));
+    }
+
+    const PLAN_BUILD: &str = "[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\navailableTools = [\"read_file\", \"write_plan\", \"submit_plan\"]\n\n[[modes]]\nid = \"build\"\ndefault = true\n";
+
+    /// The scripted model, whose calls wait once it is `armed`: each says it was called
+    /// (`called`) and never answers (a run in its model call until it is cancelled).
+    struct Gated {
+        inner: ScriptedModel,
+        armed: AtomicBool,
+        called: tokio::sync::Notify,
+    }
+
+    #[agent_controller::async_trait]
+    impl LanguageModel for Gated {
+        async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+            if self.armed.load(Ordering::Acquire) {
+                self.called.notify_one();
+                std::future::pending::<()>().await;
+            }
+            self.inner.generate(request).await
+        }
+    }
+
+    /// A server over a memory store in a workspace of its own, its model `model`.
+    fn server(dir: &std::path::Path, model: Arc<Gated>) -> (Arc<Server>, Arc<dyn SessionStore>) {
+        let root = dir.canonicalize().expect("canonical");
+        let config = root.join("modes.toml");
+        std::fs::write(&config, PLAN_BUILD).expect("config");
+        let (graph, tools) = crate::cli::setup::load(&config).expect("loads");
+        let store: Arc<dyn SessionStore> = Arc::new(MemoryStore::new());
+        let setup = Setup {
+            graph,
+            tools,
+            model,
+            model_spec: "scripted".parse().expect("a spec"),
+            config,
+            store: store.clone(),
+            lease: Duration::from_secs(60),
+        };
+        let server = Server {
+            setup,
+            root,
+            controllers: Mutex::new(HashMap::new()),
+            sessions: tokio::sync::Mutex::new(HashMap::new()),
+            tokens: auth::Tokens::from_env().expect("tokens"),
+            feed: feed::Feed::new(),
+        };
+        (Arc::new(server), store)
+    }
+
+    async fn json_of(response: Response) -> Value {
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    /// Issue 39: a client that hangs up after its decision is saved, before the handler takes
+    /// the run the decision carries on (axum drops the handler's future): on shutdown that run
+    /// is still cancelled and waited for, and saved `aborted`, not left going untracked.
+    #[tokio::test]
+    async fn a_run_whose_client_hung_up_after_the_save_is_stopped_on_shutdown() {
+        let dir = tempfile::tempdir().expect("a workspace");
+        let model = Arc::new(Gated {
+            inner: ScriptedModel::new(),
+            armed: AtomicBool::new(false),
+            called: tokio::sync::Notify::new(),
+        });
+        let (server, store) = server(dir.path(), model.clone());
+        let body = json!({ "modeId": "plan", "message": "Add dark mode" }).to_string();
+        let started = start_session(State(server.clone()), Bytes::from(body)).await;
+        assert_eq!(started.status(), StatusCode::CREATED);
+        let id = json_of(started).await["sessionId"]
+            .as_str()
+            .expect("an id")
+            .to_owned();
+        let handle = server.session(&id).await.expect("kept");
+        drop(handle.lock().await); // the first run has ended: its plan waits
+        let waiting = handle.view().pending;
+        assert_eq!(waiting.len(), 1, "{waiting:?}");
+        let decision_id = waiting[0].decision_id.clone();
+        let decision = json!({ "action": "approved", "sha256": waiting[0].sha256 }).to_string();
+
+        model.armed.store(true, Ordering::Release);
+        let mut request = Box::pin(decide(
+            State(server.clone()),
+            Path((id.clone(), decision_id)),
+            axum::Extension(Caller(None)),
+            Bytes::from(decision),
+        ));
+        // Polled one step at a time until the decision is saved, and never after: the handler
+        // is where a hung-up client leaves it, past the save, before it took the run.
+        let saved = |store: Arc<dyn SessionStore>, id: String| async move {
+            let record = store.load(&id).await.expect("loads").expect("stored");
+            record.mode_id == "build"
+        };
+        let mut polls = 0;
+        while !saved(store.clone(), id.clone()).await {
+            let step = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+            assert!(step.is_pending(), "answered before the decision was saved");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            polls += 1;
+            assert!(polls < 2_000, "the decision is never saved");
+        }
+        tokio::time::timeout(Duration::from_secs(30), model.called.notified())
+            .await
+            .expect("the build run calls the model");
+        drop(request);
+
+        tokio::time::timeout(Duration::from_secs(30), server.stop_runs())
+            .await
+            .expect("shutdown ends");
+        let record = store.load(&id).await.expect("loads").expect("stored");
+        let run = record.run.expect("a run");
+        assert_eq!(
+            run.state,
+            RunState::Aborted,
+            "the run the decision carried on"
+        );
+        assert_eq!(record.mode_id, "build");
     }
 }
