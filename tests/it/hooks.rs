@@ -330,6 +330,37 @@ async fn a_plan_hook_rejects_with_feedback_and_never_approves() {
 
 /// A memory store that notes, of each record it saves, whether a plan waits in it and how many
 /// decisions its history holds.
+/// A session in `plan` over `store` whose model submits [`PLAN`] once, under a hook that denies
+/// it ("no step tests it"): by the time it returns the plan is rejected and the run has ended.
+async fn plan_denied_by_hook(
+    ws: &Workspace,
+    store: Arc<dyn agent_controller::store::SessionStore>,
+) -> agent_controller::Session {
+    let path = ws.plan("greet.md", PLAN);
+    let model = replay(vec![
+        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+        ReplayModel::text("revising"),
+    ]);
+    let hook = Scripted {
+        answer: Answer::Verdict(HookVerdict::deny("no step tests it")),
+        seen: Arc::new(Mutex::new(Vec::new())),
+    };
+    let controller =
+        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
+            .tools(ToolRegistry::with_workspace_tools())
+            .workspace(ws.path())
+            .store(store)
+            .hook(hook)
+            .build()
+            .expect("controller");
+    let mut session = controller
+        .start_session(agent_controller::SessionOptions::new().mode("plan"))
+        .await
+        .expect("session");
+    session.send_message("plan it").await.expect("runs");
+    session
+}
+
 #[derive(Default)]
 struct Noting {
     inner: agent_controller::store::MemoryStore,
@@ -376,28 +407,7 @@ impl agent_controller::store::SessionStore for Noting {
 async fn a_plan_a_hook_denies_is_never_saved_waiting() {
     let ws = Workspace::new();
     let store = Arc::new(Noting::default());
-    let path = ws.plan("greet.md", PLAN);
-    let model = replay(vec![
-        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
-        ReplayModel::text("revising"),
-    ]);
-    let hook = Scripted {
-        answer: Answer::Verdict(HookVerdict::deny("no step tests it")),
-        seen: Arc::new(Mutex::new(Vec::new())),
-    };
-    let controller =
-        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
-            .tools(ToolRegistry::with_workspace_tools())
-            .workspace(ws.path())
-            .store(store.clone())
-            .hook(hook)
-            .build()
-            .expect("controller");
-    let mut session = controller
-        .start_session(agent_controller::SessionOptions::new().mode("plan"))
-        .await
-        .expect("session");
-    session.send_message("plan it").await.expect("runs");
+    let session = plan_denied_by_hook(&ws, store.clone()).await;
     let saved = store.saved.lock().expect("lock").clone();
     assert!(
         saved.iter().all(|(waiting, _)| !waiting),
@@ -505,28 +515,7 @@ async fn the_log_says_a_hook_rejected_a_plan_and_names_it() {
     let ws = Workspace::new();
     let store_dir = tempfile::tempdir().expect("store dir");
     let store = Arc::new(agent_controller::FileStore::open(store_dir.path()).expect("store"));
-    let path = ws.plan("greet.md", PLAN);
-    let model = replay(vec![
-        ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
-        ReplayModel::text("revising"),
-    ]);
-    let hook = Scripted {
-        answer: Answer::Verdict(HookVerdict::deny("no step tests it")),
-        seen: Arc::new(Mutex::new(Vec::new())),
-    };
-    let controller =
-        AgentController::builder(config::parse(BUILD, "modes.toml").expect("config"), model)
-            .tools(ToolRegistry::with_workspace_tools())
-            .workspace(ws.path())
-            .store(store)
-            .hook(hook)
-            .build()
-            .expect("controller");
-    let mut session = controller
-        .start_session(agent_controller::SessionOptions::new().mode("plan"))
-        .await
-        .expect("session");
-    session.send_message("plan it").await.expect("runs");
+    let session = plan_denied_by_hook(&ws, store).await;
     let record = session.decision_history().last().expect("the rejection");
     assert_eq!(record.how(), agent_controller::event::DecidedHow::Hook);
     let id = session.id().to_owned();
