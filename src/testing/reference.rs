@@ -2079,13 +2079,19 @@ impl ReferenceSession {
             .allowances
             .iter()
             .find(|a| a.scope == AllowanceScope::Plan && a.mode == mode);
-        super::scope::bound(
+        let bound = super::scope::bound(
             &self.facts,
             grant.map(|a| a.id.as_str()),
             self.plan_enforces,
             tool,
             path,
-        )
+        );
+        match bound {
+            // Under a quorum no allowance stands in for the people, the plan's neither: the
+            // write waits as `requireApproval` makes it, for its approvals.
+            Some(Bound::Inside(_)) if self.facts.plan_quorum(self.mode) > 1 => None,
+            bound => bound,
+        }
     }
 
     /// Whether the approved plan's allowance in force refuses writes outside its files
