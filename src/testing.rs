@@ -238,7 +238,7 @@ pub use self::reference::{
     ShaChoice, Step, Subject, TaskCall, Then, Trace, Until, WaitingCall, edited_plan_sha256,
     edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
-pub use self::scope::{PLAN_FILES, SCOPED_PLAN, plan_declares_files};
+pub use self::reference::{PLAN_FILES, SCOPED_PLAN, plan_declares_files};
 pub use self::subagents::{
     CHILD_ANSWER, ChildOrigin, ChildStep, SUBAGENT_TASK, SubagentCall, UNKNOWN_SUBAGENT,
 };

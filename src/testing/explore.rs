@@ -116,7 +116,7 @@ fn rules(reference: &ReferenceSession) -> Rules {
         // Whether the plan that waits declares its files: approving it binds the next mode.
         reference
             .pending()
-            .map(|p| (p.target, super::scope::plan_declares_files(p.plan))),
+            .map(|p| (p.target, super::reference::plan_declares_files(p.plan))),
         reference.run().map(|(_, s)| s),
         reference
             .waiting()
@@ -729,7 +729,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
             match result {
                 Ok((next, next_path)) => {
                     if seen.insert(rules(&next)) {
-                        scoped_states += usize::from(super::scope::scoped(&next));
+                        scoped_states += usize::from(super::reference::scoped(&next));
                         drifting_states += usize::from(super::scope::drifting(&next));
                         queue.push_back((next, next_path));
                     }

@@ -1541,7 +1541,7 @@ impl Harness {
                 .collect(),
             sha256: pending.sha256.clone(),
             deadline_at_ms: pending.deadline,
-            scope: super::scope::plan_declares_files(pending.plan)
+            scope: super::reference::plan_declares_files(pending.plan)
                 .then(|| vec![super::PLAN_FILES.to_owned()]),
         }
     }

@@ -24,7 +24,6 @@ use super::ask::{AnswerChoice, Ask};
 use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{HookAnswer, HookScript};
 use super::quorum::{QuorumStep, approver};
-use super::scope::{Bound, plan_declares_files};
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
 use crate::allowance::{AllowancePattern, AllowanceScope, EVERY_WRITING_TOOL};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
@@ -67,7 +66,7 @@ pub enum Until {
 /// assert_ne!(plan_text(0), plan_text(1));
 /// ```
 pub fn plan_text(k: u8) -> String {
-    let files = super::scope::files_section(k);
+    let files = files_section(k);
     format!("# Plan {k}\n\n1. Do step {k}.\n2. Test it.\n{files}")
 }
 
@@ -2079,7 +2078,7 @@ impl ReferenceSession {
             .allowances
             .iter()
             .find(|a| a.scope == AllowanceScope::Plan && a.mode == mode);
-        let bound = super::scope::bound(
+        let bound = bound(
             &self.facts,
             grant.map(|a| a.id.as_str()),
             self.plan_enforces,
@@ -2243,15 +2242,14 @@ impl ReferenceSession {
                 false
             }
             Op::Message { calls, .. } => calls.iter().all(|call| match call {
-                Call::SubmitPlan(PlanFile::Valid(k)) => super::scope::is_plan_file(*k),
+                Call::SubmitPlan(PlanFile::Valid(k)) => is_plan_file(*k),
                 Call::SubmitPlan(_) => true,
                 Call::Tool(name) => {
-                    self.facts.offers(self.mode, name).is_some()
-                        && !super::scope::unmodelled_call(self, name)
+                    self.facts.offers(self.mode, name).is_some() && !unmodelled_call(self, name)
                 }
                 Call::Ask(ask) => {
                     self.facts.offers(self.mode, ask.tool()).is_some()
-                        && !super::scope::unmodelled_call(self, ask.tool())
+                        && !unmodelled_call(self, ask.tool())
                 }
                 Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
                 Call::Task(call) => self.runs_task_tool(call.tool()),
@@ -2932,10 +2930,13 @@ impl ReferenceSession {
                 .filter(|(_, action)| !(call.tool == ASK_USER && *action == "ask"))
                 .map(|(n, action)| (n, action.to_owned()))
         };
-        // The approved plan's files bind a write no `deny` rule refuses.
+        // The approved plan's files bind a write of a tool the mode offers that no `deny` rule
+        // refuses: a call the mode does not offer is refused as such, and holds nothing back.
         let bound_of = |this: &Self, call: &ScriptedCall| {
+            let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
             let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
-            this.plan_bound(&call.tool, call.path).filter(|_| !denied)
+            this.plan_bound(&call.tool, call.path)
+                .filter(|_| offered && !denied)
         };
         let waits_by_rules =
             |this: &Self, call: &ScriptedCall| match (bound_of(this, call), rule_of(this, call)) {
@@ -4585,4 +4586,103 @@ pub(crate) fn quorum_ruled(
         QuorumStep { needed },
         as_identity(action, &approver(needed)),
     )))
+}
+
+// An approved plan's files (issue 40): the one plan that declares them, and how they bind a
+// write in the mode the plan hands over to.
+
+/// The one file the plan that declares its files declares ([`SCOPED_PLAN`]): where
+/// [`CallPath::Src`] leads, so a kit write there lies inside them and every other one outside.
+pub const PLAN_FILES: &str = "src/a.txt";
+
+/// The number of the kit's one valid plan file that declares its files: a `## Files` section
+/// naming [`PLAN_FILES`]. It comes after the ordinary plans (`0..PLAN_COUNT`), which declare
+/// none; [`Op::submit_scoped`] submits it.
+pub const SCOPED_PLAN: u8 = PLAN_COUNT;
+
+/// Whether valid plan file `k` declares its files: only [`SCOPED_PLAN`] does; the others have
+/// no `## Files` section and bind nothing once approved.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{SCOPED_PLAN, plan_declares_files, plan_text};
+/// assert!(plan_declares_files(SCOPED_PLAN) && plan_text(SCOPED_PLAN).contains("## Files"));
+/// assert!(!plan_declares_files(1) && !plan_text(1).contains("## Files"));
+/// ```
+pub fn plan_declares_files(k: u8) -> bool {
+    k == SCOPED_PLAN
+}
+
+/// The `## Files` section that ends plan file `k` (empty where it declares none): its one item
+/// names [`PLAN_FILES`] in a code span, with prose after it, which binds nothing.
+pub(super) fn files_section(k: u8) -> String {
+    if plan_declares_files(k) {
+        format!("\n## Files\n\n- `{PLAN_FILES}` — the file the kit writes\n")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether plan file `k` is one a harness provides: an ordinary one or [`SCOPED_PLAN`].
+pub(super) fn is_plan_file(k: u8) -> bool {
+    k < PLAN_COUNT || plan_declares_files(k)
+}
+
+/// How the files of the plan approved for the current mode bind one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// Every path it writes lies inside the files: the plan's allowance (this id) stands in
+    /// for `requireApproval`, as any allowance does.
+    Inside(String),
+    /// Outside them, under `planScope = "ask"`: it waits for approval as drift, whatever else
+    /// would let it run.
+    Drift,
+    /// Outside them, under `planScope = "enforce"`: refused unasked.
+    Refused,
+}
+
+/// How the plan's allowance `grant` (its id; `None`: no plan binds the current mode) binds a
+/// call of `tool` with `path`, `enforces` under `planScope = "enforce"`: `None` where nothing
+/// binds it or the tool writes nothing. A write lies inside the files when its tool writes the
+/// file at its `path` ([`ConfigFacts::path_writers`]) and that path leads to [`PLAN_FILES`];
+/// any other write (no `path`, a tool that says nothing of where it writes) is outside.
+pub(super) fn bound(
+    facts: &ConfigFacts,
+    grant: Option<&str>,
+    enforces: bool,
+    tool: &str,
+    path: Option<CallPath>,
+) -> Option<Bound> {
+    let grant = grant?;
+    if !facts.writing_tools().iter().any(|t| t == tool) {
+        return None;
+    }
+    let inside =
+        facts.path_writers().iter().any(|t| t == tool) && path.is_some_and(CallPath::in_plan_files);
+    Some(match (inside, enforces) {
+        (true, _) => Bound::Inside(grant.to_owned()),
+        (false, false) => Bound::Drift,
+        (false, true) => Bound::Refused,
+    })
+}
+
+/// Whether an approved plan's files bind the current mode of `reference` (an allowance of
+/// scope `plan` in force there).
+pub(super) fn scoped(reference: &ReferenceSession) -> bool {
+    let mode = reference.facts().id(reference.mode());
+    reference
+        .allowances()
+        .iter()
+        .any(|a| a.scope == AllowanceScope::Plan && a.mode == mode)
+}
+
+/// Whether a call of `tool` in `at` is one the reference model leaves out: a tool that
+/// suspends to ask ([`super::Ask::of_tool`]: the kit's confirmation tool) and writes, while an
+/// approved plan's files bind the mode. It would wait as drift, and once approved run and
+/// suspend again, which the reference does not follow; neither the walk nor the random cases
+/// make such a call.
+pub(super) fn unmodelled_call(at: &ReferenceSession, tool: &str) -> bool {
+    super::Ask::of_tool(tool).is_some()
+        && at.facts().writing_tools().iter().any(|t| t == tool)
+        && scoped(at)
 }

@@ -345,3 +345,45 @@ fn a_write_outside_the_plan_that_runs_under_enforce_is_caught() {
     assert_eq!(found.ops.last(), Some(&Op::approve()), "{found}");
     assert!(found.divergence.expected.contains("(plan)"), "{found}");
 }
+
+/// A write of a tool the mode does not offer is refused as not offered, and the approved plan's
+/// files do not bind it: a plan submitted beside it waits as a plan. (`draft` lists
+/// `submit_plan` without `transitionsTo`, so its approved plan hands over to `a`, the first
+/// mode, which plans but offers no writing tool.) The reference once bound that call as drift
+/// and refused the plan beside it, while the controller suspended on the plan.
+#[test]
+fn a_write_the_mode_does_not_offer_holds_back_no_plan_beside_it() {
+    let text = "[[modes]]\nid = \"a\"\ndefault = true\ntransitionsTo = \"draft\"\n\
+                availableTools = [\"read_file\", \"submit_plan\"]\n\n\
+                [[modes]]\nid = \"draft\"\n\
+                availableTools = [\"read_file\", \"write_file\", \"submit_plan\"]\n";
+    let graph = config::parse(text, "modes.toml").expect("valid");
+    let facts = Arc::new(ConfigFacts::from_toml(text).expect("facts"));
+    let store: Arc<dyn crate::store::SessionStore> = Arc::new(crate::store::MemoryStore::new());
+    let mut harness = Harness::new(graph, facts, super::build_on_store(store)).expect("a harness");
+    let mut reference = ReferenceSession::new(harness.facts().clone(), None).with_restarts(true);
+    harness.start(&reference).expect("the start");
+    let a = harness.facts().index_of("a").expect("mode a");
+    let mut step = |reference: &mut ReferenceSession, op| step_both(&mut harness, reference, op);
+    step(&mut reference, Op::switch("draft"));
+    step(
+        &mut reference,
+        Op::submit_file(PlanFile::Valid(crate::testing::SCOPED_PLAN)),
+    );
+    step(&mut reference, Op::approve());
+    assert_eq!(reference.mode(), a, "the plan hands over to the first mode");
+    assert!(
+        !reference.allowances().is_empty(),
+        "the plan's files are allowed in `a`"
+    );
+    let both = Op::Message {
+        calls: vec![
+            Call::SubmitPlan(PlanFile::Valid(0)),
+            Call::Tool("write_file".to_owned()),
+        ],
+        then: Then::Text,
+    };
+    let expected = step(&mut reference, both);
+    assert_eq!(expected.outcome, Outcome::Run(RunState::Suspended));
+    assert!(reference.pending().is_some(), "the plan waits");
+}
