@@ -98,6 +98,28 @@
 //! narrowed `workspace` allowance (a store lists those in an order of its own, which decides
 //! which of two covering allowances a call names) and patterns on other arguments.
 //!
+//! # An approved plan's files
+//!
+//! The kit's ordinary plans declare no files and bind nothing once approved. One more plan,
+//! [`SCOPED_PLAN`] ([`plan_declares_files`]: a `## Files` section naming [`PLAN_FILES`], where
+//! [`CallPath::Src`] leads), is submitted by its own operation, [`Op::submit_scoped`], so that
+//! which plan waits splits no state but those reached through it; the explorer tries it, and a
+//! write inside those files and one outside, only where some mode hands over to a mode that
+//! offers a tool writing the file at its `path`. The payload of a plan that waits must show the
+//! files it declares. Approved (not as the user's edit, which declares none), the plan that
+//! declares them gives the mode it hands over to an allowance of scope `plan`, listed with the
+//! others and ended by the next mode change or the next approved plan, unless the planning
+//! mode's `planScope` is `off`. While it is in force, a call of a tool that writes
+//! ([`ConfigFacts::writing_tools`]) is bound: one of a tool that writes the file at its `path`
+//! ([`ConfigFacts::path_writers`]) with a path leading there is inside, and runs where
+//! `requireApproval` would hold it (its record names the plan's allowance); any other write is
+//! outside: under `ask` it waits for approval as drift (the payload's `drift`), whatever else
+//! would let it run; under `enforce` it is refused unasked ([`ResultKind::OutsidePlan`]). A
+//! `deny` rule still refuses. A child's writes are bound as its parent's are. The explorer
+//! counts the states it reaches with a plan's
+//! allowance in force and with a write waiting as drift ([`Exploration::scoped`],
+//! [`Exploration::drifting`]).
+//!
 //! # What the kit cannot see
 //!
 //! The kit compares what it can observe: the session's events, mode, pending decision and run
@@ -175,6 +197,7 @@ mod hooks;
 mod quorum;
 mod reference;
 mod regression_file;
+mod scope;
 mod subagents;
 
 use std::cell::RefCell;
@@ -215,6 +238,7 @@ pub use self::reference::{
     ShaChoice, Step, Subject, TaskCall, Then, Trace, Until, WaitingCall, edited_plan_sha256,
     edited_plan_text, plan_sha256, plan_text, tool_args_sha256,
 };
+pub use self::reference::{PLAN_FILES, SCOPED_PLAN, plan_declares_files};
 pub use self::subagents::{
     CHILD_ANSWER, ChildOrigin, ChildStep, SUBAGENT_TASK, SubagentCall, UNKNOWN_SUBAGENT,
 };

@@ -459,6 +459,8 @@ mod tests {
                     hooks: Default::default(),
                 }),
                 complete: true,
+                scoped: 0,
+                drifting: 0,
             },
             edges: EdgeReport {
                 edges: Vec::new(),

@@ -37,6 +37,8 @@ pub struct ModeSpec {
     /// `rules`: (tool, action) rules without a pattern, each on a tool the mode lists (never
     /// `submit_plan`), at most one per tool (a second would be shadowed).
     pub rules: Vec<(String, String)>,
+    /// `planScope`, if set: only on a mode that plans (`ask`, `enforce` or `off`).
+    pub plan_scope: Option<crate::plan::PlanScopePolicy>,
 }
 
 /// A generated mode config: render it with [`ConfigSpec::to_toml`], read what it means with
@@ -93,6 +95,7 @@ impl ConfigSpec {
                 on_timeout: super::facts::TimeoutRule::Reject,
                 subagents: None,
                 approvers: 1,
+                plan_scope: m.plan_scope.unwrap_or_default(),
             })
             .collect();
         ConfigFacts::new(
@@ -151,6 +154,9 @@ impl ConfigSpec {
                     })
                     .collect();
                 table.set("rules", format!("[{}]", rules.join(", ")));
+            }
+            if let Some(scope) = mode.plan_scope {
+                table.set("planScope", quote(scope.as_str()));
             }
             if let Some(color) = &mode.color {
                 table.metadata.push(("color".into(), quote(color)));
@@ -408,8 +414,10 @@ fn realistic_mode_parts(
         proptest::option::weighted(0.5, proptest::sample::subsequence(pool, 0..=len)),
         proptest::option::weighted(0.5, approvals),
         proptest::option::weighted(0.1, proptest::sample::select(vec!["#2f81f7", "#d29922"])),
+        // `planScope` now and then (kept on a mode that plans only).
+        prop_oneof![3 => Just(0u8), 1 => 1u8..4],
     )
-        .prop_map(|(id, named, target, tools, approvals, color)| {
+        .prop_map(|(id, named, target, tools, approvals, color, scoped)| {
             let name = named.then(|| title_case(&id));
             (
                 id,
@@ -419,6 +427,7 @@ fn realistic_mode_parts(
                 approvals,
                 color.map(str::to_owned),
                 Vec::new(),
+                scoped,
             )
         })
 }
@@ -452,6 +461,7 @@ type ModeParts = (
     Option<(bool, Vec<String>)>,
     Option<String>,
     Vec<u8>,
+    u8,
 );
 
 fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
@@ -473,6 +483,8 @@ fn mode_parts(n: usize, pool: Vec<String>) -> impl Strategy<Value = ModeParts> {
         proptest::option::weighted(0.1, "#[0-9a-f]{6}"),
         // The rule on each listed tool in order: none, allow, ask or deny (mostly none).
         proptest::collection::vec(prop_oneof![6 => Just(0u8), 1 => 1u8..4], 0..=3),
+        // `planScope` (kept on a mode that plans only): none, ask, enforce or off.
+        0u8..4,
     )
 }
 
@@ -492,7 +504,7 @@ fn build_spec(
         ids.push(id);
     }
     let modes = parts.into_iter().zip(ids).enumerate().map(
-        |(i, ((_, name, target, tools, approvals, color, ruled), id))| {
+        |(i, ((_, name, target, tools, approvals, color, ruled, scoped), id))| {
             // A self target is invalid; turn it into a hand-over to the next mode (a cycle).
             // A mode listed twice is invalid too: keep its first place.
             let (targets, targets_as_list) = target.unwrap_or_default();
@@ -543,6 +555,12 @@ fn build_spec(
                     Some((tool.clone(), action.to_owned()))
                 })
                 .collect();
+            let plan_scope = match scoped {
+                1 => Some(crate::plan::PlanScopePolicy::Ask),
+                2 => Some(crate::plan::PlanScopePolicy::Enforce),
+                3 => Some(crate::plan::PlanScopePolicy::Off),
+                _ => None,
+            };
             ModeSpec {
                 id,
                 name,
@@ -553,6 +571,7 @@ fn build_spec(
                 require_approval,
                 color,
                 rules,
+                plan_scope,
             }
         },
     );
@@ -595,6 +614,17 @@ fn build_spec(
             mode.transitions_to = vec![(d + 1) % n];
         } else {
             tools.retain(|t| t != SUBMIT_PLAN);
+        }
+    }
+    // `planScope` on a mode that plans nothing is refused: only a planning mode keeps one.
+    for mode in &mut spec.modes {
+        let plans = !mode.transitions_to.is_empty()
+            || mode
+                .available_tools
+                .as_ref()
+                .is_some_and(|tools| tools.iter().any(|t| t == SUBMIT_PLAN));
+        if !plans {
+            mode.plan_scope = None;
         }
     }
     spec
@@ -752,6 +782,8 @@ fn mutate(
     // broken config has no rules, so that it gives the mutation's error alone.
     for mode in &mut spec.modes {
         mode.rules.clear();
+        // Nor a `planScope`, which a mode the mutation leaves planning nothing would refuse.
+        mode.plan_scope = None;
     }
     let needs_two = matches!(
         mutation,
@@ -772,6 +804,7 @@ fn mutate(
             require_approval: Approvals::None,
             color: None,
             rules: Vec::new(),
+            plan_scope: None,
         });
     }
     let n = spec.modes.len();

@@ -64,7 +64,7 @@ use crate::tool::ASK_USER;
 /// (by scope, mode and tool), and where the clock stands before the deadline of what waits.
 type Rules = (
     usize,
-    Option<usize>,
+    Option<(usize, bool)>,
     Option<RunState>,
     Vec<String>,
     Vec<String>,
@@ -101,21 +101,35 @@ fn rules(reference: &ReferenceSession) -> Rules {
     let mut allowed: Vec<String> = reference
         .allowances()
         .iter()
-        .map(|a| format!("{} {} {} {:?}", a.scope, a.mode, a.tool, a.pattern))
+        .map(|a| {
+            // A plan's allowance by whether it refuses writes outside its files (`enforce`).
+            let enforces = a.scope == AllowanceScope::Plan && reference.plan_enforces();
+            format!(
+                "{} {} {} {:?} {enforces}",
+                a.scope, a.mode, a.tool, a.pattern
+            )
+        })
         .collect();
     allowed.sort();
     (
         reference.mode(),
-        reference.pending().map(|p| p.target),
+        // Whether the plan that waits declares its files: approving it binds the next mode.
+        reference
+            .pending()
+            .map(|p| (p.target, super::reference::plan_declares_files(p.plan))),
         reference.run().map(|(_, s)| s),
         reference
             .waiting()
             .iter()
             // What a waiting call asks is part of its state: the answers that fit differ.
             // A child's call by its type (its parent's call id counts up along the path).
+            // A write waiting as drift is a state of its own (the plan's files made it wait).
             .map(|w| {
                 let child = w.child.as_ref().map(|c| &c.agent_type);
-                format!("{} {:?} {:?} {child:?}", w.tool, w.asks, w.decided)
+                format!(
+                    "{} {:?} {:?} {child:?} drift {}",
+                    w.tool, w.asks, w.decided, w.drift
+                )
             })
             .collect(),
         allowed,
@@ -180,9 +194,10 @@ fn narrowed_tool(facts: &ConfigFacts) -> Option<String> {
 }
 
 /// Whether the walk tries `op` at `at` (where it applies): a narrowed "always allow" only on a
-/// call of the tool it narrows (`narrowing`).
+/// call of the tool it narrows (`narrowing`), and no "always allow" on a write waiting as drift
+/// ([`super::scope::always_allows_drift`]).
 fn walks(at: &ReferenceSession, op: &Op, narrowing: Option<&str>) -> bool {
-    match op {
+    (match op {
         Op::Decide {
             on:
                 Subject::ToolCall {
@@ -196,7 +211,7 @@ fn walks(at: &ReferenceSession, op: &Op, narrowing: Option<&str>) -> bool {
             .get(*call)
             .is_some_and(|w| Some(w.tool.as_str()) == narrowing),
         _ => true,
-    }
+    }) && !super::scope::always_allows_drift(at, op)
 }
 
 /// What [`explore`] found.
@@ -216,6 +231,12 @@ pub struct Exploration {
     /// Whether the walk reached every state: `false` when it stopped at its bound
     /// ([`explore_up_to`], [`crate::testing::Check::max_states`]) with states left unexplored.
     pub complete: bool,
+    /// Of the states reached, those in which an approved plan's files bind the current mode
+    /// (an allowance of scope `plan` in force: `planScope` `ask` or `enforce`).
+    pub scoped: usize,
+    /// Of the states reached, those in which a write outside an approved plan's files waits
+    /// for approval as drift.
+    pub drifting: usize,
 }
 
 impl Exploration {
@@ -435,6 +456,12 @@ pub fn operations(facts: &ConfigFacts, restarts: bool) -> Vec<Op> {
             });
         }
     }
+    // Where an approved plan's files can bind a write: the plan that declares them, a write
+    // inside them and one outside (see `scope`).
+    ops.extend(super::scope::scope_operations(
+        facts,
+        narrowed_tool(facts).as_deref(),
+    ));
     ops.extend([
         Op::approve(),
         Op::Decide {
@@ -656,6 +683,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
     let narrowing = narrowed_tool(&facts);
     let narrowing = narrowing.as_deref();
     let mut seen: HashSet<State> = HashSet::from([rules(&root)]);
+    let (mut scoped_states, mut drifting_states) = (0, 0);
     let mut queue: VecDeque<(ReferenceSession, Vec<Op>)> =
         VecDeque::from([(root.clone(), Vec::new())]);
     let mut transitions = 0;
@@ -668,6 +696,8 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                 transitions,
                 counterexample: None,
                 complete: false,
+                scoped: scoped_states,
+                drifting: drifting_states,
             };
         }
         expanded += 1;
@@ -699,6 +729,8 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
             match result {
                 Ok((next, next_path)) => {
                     if seen.insert(rules(&next)) {
+                        scoped_states += usize::from(super::reference::scoped(&next));
+                        drifting_states += usize::from(super::scope::drifting(&next));
                         queue.push_back((next, next_path));
                     }
                 }
@@ -715,6 +747,8 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
                             hooks: Default::default(),
                         }),
                         complete: true,
+                        scoped: scoped_states,
+                        drifting: drifting_states,
                     };
                 }
             }
@@ -726,5 +760,7 @@ pub fn explore_up_to(harness: &mut Harness, max_states: Option<usize>) -> Explor
         transitions,
         counterexample: None,
         complete: true,
+        scoped: scoped_states,
+        drifting: drifting_states,
     }
 }

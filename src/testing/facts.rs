@@ -7,6 +7,7 @@ use toml::Value;
 
 use crate::config::DEFAULT_PLANS_DIR;
 use crate::controller::{DEFAULT_MAX_REVISIONS, DEFAULT_MAX_STEPS};
+use crate::plan::PlanScopePolicy;
 use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
 /// A tool name no controller is expected to register: a call to it is always outside the mode's
@@ -39,6 +40,9 @@ pub struct ModeFacts {
     /// `approvers`: how many approvals by distinct identities a plan submitted in this mode,
     /// or a call of it waiting for approval, needs (1 without a quorum).
     pub approvers: u8,
+    /// `planScope` as written (`ask` when absent): what the files a plan submitted in this
+    /// mode declares do, once approved, in the mode it hands over to.
+    pub plan_scope: PlanScopePolicy,
 }
 
 /// One `[[subagents]]` type as the reference model reads it: what bounds a child of it, on
@@ -198,6 +202,9 @@ pub struct ConfigFacts {
     writing: Vec<String>,
     /// The registered tools whose calls may carry a `path` ([`ConfigFacts::with_path_tools`]).
     path_tools: Vec<String>,
+    /// The registered tools that write, each the file at its `path` argument
+    /// ([`ConfigFacts::with_path_writers`]).
+    path_writers: Vec<String>,
     max_steps: usize,
     max_revisions: usize,
     workspace_store: WorkspaceStore,
@@ -245,6 +252,26 @@ pub(crate) fn path_tools(registry: &crate::ToolRegistry) -> Vec<String> {
                     tool.locate(crate::rules::DEFAULT_PATH_ARG, Some(path.as_str()), &ctx)
                         == Some(Ok(std::path::PathBuf::from(path.as_str())))
                 })
+        })
+        .map(|tool| tool.name().to_owned())
+        .collect()
+}
+
+/// The names of the tools of `registry` that write ([`crate::tool::ToolAccess::Writes`]) the
+/// file at their `path` argument, as each says ([`crate::tool::Tool::written_path_args`] of a
+/// call with one) and where it is written ([`path_tools`]), in registration order.
+pub(crate) fn path_writers(registry: &crate::ToolRegistry) -> Vec<String> {
+    let located = path_tools(registry);
+    let args =
+        serde_json::json!({ (crate::rules::DEFAULT_PATH_ARG): super::CallPath::Src.as_str() });
+    registry
+        .iter()
+        .filter(|tool| tool.access() == crate::tool::ToolAccess::Writes)
+        .filter(|tool| located.iter().any(|t| t == tool.name()))
+        .filter(|tool| {
+            tool.written_path_args(&args)
+                .iter()
+                .any(|a| a == crate::rules::DEFAULT_PATH_ARG)
         })
         .map(|tool| tool.name().to_owned())
         .collect()
@@ -401,7 +428,13 @@ impl ConfigFacts {
                         FactsError(format!("mode `{id}` has a bad subagents list"))
                     })?),
                 };
+            let plan_scope = match raw.get("planScope").and_then(Value::as_str) {
+                Some("enforce") => PlanScopePolicy::Enforce,
+                Some("off") => PlanScopePolicy::Off,
+                _ => PlanScopePolicy::Ask,
+            };
             modes.push(ModeFacts {
+                plan_scope,
                 id: id.clone(),
                 transitions_to,
                 tools,
@@ -477,6 +510,7 @@ impl ConfigFacts {
             registered: None,
             writing: Vec::new(),
             path_tools: Vec::new(),
+            path_writers: Vec::new(),
             max_steps: DEFAULT_MAX_STEPS,
             max_revisions: DEFAULT_MAX_REVISIONS,
             workspace_store: WorkspaceStore::None,
@@ -574,7 +608,52 @@ impl ConfigFacts {
         self.with_tools(registry.names())
             .with_writing_tools(writing_tools(registry))
             .with_path_tools(path_tools(registry))
+            .with_path_writers(path_writers(registry))
             .with_read_only_tools(read_only_tools(registry))
+    }
+
+    /// The same facts, with `names` as the registered tools that write the file their `path`
+    /// argument names, as each says ([`crate::tool::Tool::written_path_args`]): where an
+    /// approved plan declares its files, a call of one of them with a `path` is inside or
+    /// outside those files by where that path leads; a call of another tool that writes (or of
+    /// one of these without a `path`) writes where nobody can say, so outside.
+    /// [`ConfigFacts::with_registry`] and the [`super::Harness`] find them in the registry.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{ToolRegistry, testing::ConfigFacts};
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"build\"\n")?
+    ///     .with_registry(&ToolRegistry::with_workspace_tools());
+    /// assert_eq!(facts.path_writers(), ["write_file"]);
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn with_path_writers(mut self, names: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.path_writers = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The registered tools that write the file at their `path`, as
+    /// [`ConfigFacts::with_path_writers`] set them.
+    pub fn path_writers(&self) -> &[String] {
+        &self.path_writers
+    }
+
+    /// The `planScope` of mode `mode` (`ask` for an index out of range).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::plan::PlanScopePolicy;
+    /// use agent_controller::testing::ConfigFacts;
+    /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\nplanScope = \"enforce\"\n\n[[modes]]\nid = \"build\"\n")?;
+    /// assert_eq!(facts.plan_scope(0), PlanScopePolicy::Enforce);
+    /// assert_eq!(facts.plan_scope(1), PlanScopePolicy::Ask, "the default");
+    /// # Ok::<(), agent_controller::testing::FactsError>(())
+    /// ```
+    pub fn plan_scope(&self, mode: usize) -> PlanScopePolicy {
+        self.modes
+            .get(mode)
+            .map(|m| m.plan_scope)
+            .unwrap_or_default()
     }
 
     /// The same facts, with `names` as the registered tools whose calls the kit may give a

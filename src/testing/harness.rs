@@ -274,6 +274,11 @@ impl Tool for Spy {
         self.tool.locate(arg, path, ctx)
     }
 
+    /// The paths the tool writes, as it says: what an approved plan's files bind.
+    fn written_path_args(&self, args: &serde_json::Value) -> Vec<String> {
+        self.tool.written_path_args(args)
+    }
+
     async fn execute(&self, args: &serde_json::Value, ctx: &ToolContext<'_>) -> ToolOutput {
         lock(&self.log).push(Record::ToolExecuted {
             session: ctx.session_id.to_owned(),
@@ -563,17 +568,19 @@ impl Harness {
         let facts = controller_facts(facts, &controller)?;
         let store = runtime.block_on(workspace_store(&controller, &workspace, &root));
         let path_tools = super::facts::path_tools(controller.registry());
+        let path_writers = super::facts::path_writers(controller.registry());
         let read_only = super::facts::read_only_tools(controller.registry());
         let facts = Arc::new(
             (*facts)
                 .clone()
                 .with_workspace_store(store)
                 .with_path_tools(path_tools)
+                .with_path_writers(path_writers)
                 .with_read_only_tools(read_only),
         );
         let plans_dir = controller.plans_dir().to_owned();
         std::fs::create_dir_all(&plans_dir)?;
-        for k in 0..PLAN_COUNT {
+        for k in (0..PLAN_COUNT).chain([super::SCOPED_PLAN]) {
             std::fs::write(plans_dir.join(format!("plan-{k}.md")), plan_text(k))?;
         }
         std::fs::write(plans_dir.join("empty.md"), "")?;
@@ -1276,6 +1283,7 @@ impl Harness {
                     decision_id: call.decision_id,
                     args_sha256: call.args_sha256,
                     rule: call.rule.map(|r| r.number),
+                    drift: call.drift.is_some(),
                 },
                 Suspension::Plan(plan) => Trace::Suspended {
                     tool_call_id,
@@ -1367,6 +1375,7 @@ impl Harness {
                 .collect(),
             sha256: p.payload().submission.sha256.clone(),
             deadline_at_ms: p.payload().terms.deadline_at_ms,
+            scope: p.payload().scope.as_ref().map(|s| s.entries().to_vec()),
         });
         if expected_pending != actual_pending {
             let (expected, actual) = match (&expected_pending, &actual_pending) {
@@ -1412,6 +1421,7 @@ impl Harness {
                                 .and_then(|d| d.allowed_by.clone())
                                 .map(|id| self.named(id, session.mode().id(), p.tool_name())),
                             rule: p.payload().rule.as_ref().map(|r| r.number),
+                            drift: p.payload().drift.is_some(),
                             deadline: p.payload().terms.deadline_at_ms,
                             asks: None,
                             child: p.payload().subagent.as_deref().map(child_origin),
@@ -1531,6 +1541,8 @@ impl Harness {
                 .collect(),
             sha256: pending.sha256.clone(),
             deadline_at_ms: pending.deadline,
+            scope: super::reference::plan_declares_files(pending.plan)
+                .then(|| vec![super::PLAN_FILES.to_owned()]),
         }
     }
 
@@ -1550,6 +1562,8 @@ struct PendingView {
     payload_targets: Vec<String>,
     sha256: String,
     deadline_at_ms: Option<u64>,
+    /// The files the plan declares (`scope` of the payload), `None` without a `## Files`.
+    scope: Option<Vec<String>>,
 }
 
 impl PendingView {
@@ -1579,6 +1593,11 @@ impl PendingView {
                 "deadline_at_ms",
                 format!("{:?}", self.deadline_at_ms),
                 format!("{:?}", actual.deadline_at_ms),
+            ),
+            (
+                "scope",
+                format!("{:?}", self.scope),
+                format!("{:?}", actual.scope),
             ),
         ];
         let differ: Vec<_> = fields.iter().filter(|(_, e, a)| e != a).collect();
@@ -1686,6 +1705,7 @@ fn question_view(s: &crate::session::PendingSuspension, run: usize) -> WaitingCa
         }),
         allowed_by: None,
         rule: None,
+        drift: false,
         deadline: s.payload().terms.deadline_at_ms,
         asks: Some(asked(s.payload())),
         child: s.payload().subagent.as_deref().map(child_origin),
@@ -1728,6 +1748,7 @@ fn waiting_view(w: &WaitingCall) -> String {
         Some((DecisionAction::Answered, _)) => "answered",
     };
     let kind = match w.asks {
+        None if w.drift => "call outside the approved plan's files (drift)",
         None => "call",
         Some(Ask::Select) => "select question",
         Some(Ask::MultiSelect) => "multi-select question",
@@ -1870,6 +1891,8 @@ fn result_kind(result: &str) -> ResultKind {
         ResultKind::ToolRejectedWithFeedback
     } else if result.starts_with(&format!("Not executed: hook `{KIT_HOOK}` denied it")) {
         ResultKind::HookDenied
+    } else if result.starts_with("Not executed: ") && result.contains("(planScope `enforce`)") {
+        ResultKind::OutsidePlan
     } else if result.starts_with("Not executed: rule ") {
         ResultKind::Denied
     } else if result.starts_with(APPROVED_RESULT) {

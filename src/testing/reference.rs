@@ -25,14 +25,16 @@ use super::facts::{ConfigFacts, WorkspaceStore};
 use super::hooks::{HookAnswer, HookScript};
 use super::quorum::{QuorumStep, approver};
 use super::subagents::{CHILD_ANSWER, ChildOrigin, ChildStep, SubagentCall};
-use crate::allowance::{AllowancePattern, AllowanceScope};
+use crate::allowance::{AllowancePattern, AllowanceScope, EVERY_WRITING_TOOL};
 use crate::event::{CancelReason, ModeChangeReason, RunState, SubagentOutcome};
+use crate::plan::PlanScopePolicy;
 use crate::run::{Decision, DecisionAction};
 use crate::subagent::SUBAGENT;
 use crate::tool::tasks::{TASK_CHECK, TASK_COMPLETE, TASK_UPDATE, TASK_WRITE, TaskStatus};
 use crate::tool::{ASK_USER, SUBMIT_PLAN};
 
-/// How many distinct valid plan files a harness provides ([`PlanFile::Valid`] `0..PLAN_COUNT`).
+/// How many distinct ordinary valid plan files a harness provides ([`PlanFile::Valid`]
+/// `0..PLAN_COUNT`), none declaring its files; [`super::SCOPED_PLAN`] comes after them.
 pub const PLAN_COUNT: u8 = 4;
 
 /// The time a [`ReferenceSession`] starts at, and the kit's clock with it
@@ -53,7 +55,9 @@ pub enum Until {
     AnHour,
 }
 
-/// The text of valid plan file `k`; the files differ, so their SHA-256 differ.
+/// The text of valid plan file `k`; the files differ, so their SHA-256 differ. The one
+/// [`plan_declares_files`] says so of ([`super::SCOPED_PLAN`]) ends with a `## Files` section
+/// naming [`super::PLAN_FILES`] (with prose after its code span, which binds nothing).
 ///
 /// # Examples
 /// ```
@@ -62,7 +66,8 @@ pub enum Until {
 /// assert_ne!(plan_text(0), plan_text(1));
 /// ```
 pub fn plan_text(k: u8) -> String {
-    format!("# Plan {k}\n\n1. Do step {k}.\n2. Test it.\n")
+    let files = files_section(k);
+    format!("# Plan {k}\n\n1. Do step {k}.\n2. Test it.\n{files}")
 }
 
 /// Lower-case hex SHA-256 of valid plan file `k`, computed here rather than by the tool.
@@ -168,6 +173,19 @@ impl CallPath {
     /// assert!(!CallPath::WalksOut.in_src(), "it leads to .env");
     /// ```
     pub fn in_src(self) -> bool {
+        matches!(self, CallPath::Src)
+    }
+
+    /// Whether the path leads to [`super::PLAN_FILES`], the file the plans that declare their files
+    /// declare: only [`CallPath::Src`] does (paths compare where they lead).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::testing::CallPath;
+    /// assert!(CallPath::Src.in_plan_files());
+    /// assert!(!CallPath::WalksOut.in_plan_files(), "it leads to .env");
+    /// ```
+    pub fn in_plan_files(self) -> bool {
         matches!(self, CallPath::Src)
     }
 
@@ -1308,6 +1326,9 @@ pub enum ResultKind {
     /// A tool call the kit's hook denied (`Not executed: hook `kit-hook` denied it: …`): it
     /// never ran.
     HookDenied,
+    /// A write refused, unasked, because it lies outside the files of the approved plan and
+    /// the planning mode's `planScope` is `enforce`: it never ran.
+    OutsidePlan,
     /// Anything else (tool errors, refusals).
     Other,
 }
@@ -1391,7 +1412,8 @@ pub enum Trace {
         /// The captured plan's SHA-256.
         sha256: String,
     },
-    /// `tool_suspended` on a tool call that waits for approval (the mode's `requireApproval`).
+    /// `tool_suspended` on a tool call that waits for approval (the mode's `requireApproval`,
+    /// an `ask` rule, or a write outside the approved plan's files: drift).
     ToolCallSuspended {
         /// The tool call id.
         tool_call_id: String,
@@ -1404,6 +1426,9 @@ pub enum Trace {
         /// The number of the `ask` rule that made it wait (the payload's `rule`); `None` when
         /// `requireApproval` did.
         rule: Option<usize>,
+        /// Whether it waits as drift, a write outside the approved plan's files (the payload
+        /// says why: `drift`).
+        drift: bool,
     },
     /// A registered tool's `execute` ran in `mode` and ended its call by suspending
     /// ([`crate::ToolOutput::suspend`]: `ask_user` asking its question): no `tool_end` follows
@@ -1562,6 +1587,9 @@ pub struct PendingPlan {
     pub sha256: String,
     /// The valid plan file submitted ([`plan_text`] `plan`).
     pub plan: u8,
+    /// Its decision id (`decision_N`): the id of the allowance of scope `plan` its approval
+    /// gives, when it declares its files.
+    pub decision_id: String,
     /// When it expires (milliseconds since the Unix epoch on the kit's clock): submitted at
     /// plus its mode's `approvalTimeout`; `None` without one.
     pub deadline: Option<u64>,
@@ -1590,6 +1618,9 @@ pub struct WaitingCall {
     pub allowed_by: Option<String>,
     /// The `ask` rule that made it wait (its number); `None` when `requireApproval` did.
     pub rule: Option<usize>,
+    /// Whether it waits as drift: a write outside the approved plan's files, under
+    /// `planScope = "ask"` (no rule then: the plan's files made it wait).
+    pub drift: bool,
     /// When it expires (milliseconds since the Unix epoch on the kit's clock): made at plus
     /// its mode's `approvalTimeout`; `None` without one.
     pub deadline: Option<u64>,
@@ -1635,6 +1666,7 @@ struct Waits {
     /// `argsSha256`, or a question's `payloadSha256`.
     args_sha256: String,
     rule: Option<usize>,
+    drift: bool,
     asks: Option<Ask>,
     child: Option<ChildOrigin>,
     starts: Option<SubagentCall>,
@@ -1747,6 +1779,9 @@ pub struct ReferenceSession {
     handed_due: Option<String>,
     /// The session's task list.
     tasks: Vec<ModelTask>,
+    /// Whether the approved plan's allowance in force (scope `plan`, in `allowances`) refuses
+    /// writes outside its files (`planScope = "enforce"`) rather than asking (`"ask"`).
+    plan_enforces: bool,
     last: Option<Step>,
     /// The kit's hook's verdicts, an input of the case ([`ReferenceSession::with_hooks`]).
     hooks: HookScript,
@@ -1833,6 +1868,7 @@ impl ReferenceSession {
             notice_due: false,
             handed_due: None,
             tasks: Vec::new(),
+            plan_enforces: false,
             last: None,
             hooks: HookScript::default(),
         }
@@ -2031,13 +2067,49 @@ impl ReferenceSession {
         self.all_allowances().find(|a| a.covers(mode, tool, path))
     }
 
+    /// How the files of the plan approved for the current mode bind a call of `tool` with
+    /// `path`: `None` when no plan's allowance is in force here or the tool writes nothing.
+    /// A write lies inside them when its tool writes the file at its `path`
+    /// ([`ConfigFacts::path_writers`]) and that path leads to [`super::PLAN_FILES`]; any other write
+    /// (no `path`, a tool that says nothing of where it writes) is outside.
+    fn plan_bound(&self, tool: &str, path: Option<CallPath>) -> Option<Bound> {
+        let mode = self.facts.id(self.mode);
+        let grant = self
+            .allowances
+            .iter()
+            .find(|a| a.scope == AllowanceScope::Plan && a.mode == mode);
+        let bound = bound(
+            &self.facts,
+            grant.map(|a| a.id.as_str()),
+            self.plan_enforces,
+            tool,
+            path,
+        );
+        match bound {
+            // Under a quorum no allowance stands in for the people, the plan's neither: the
+            // write waits as `requireApproval` makes it, for its approvals.
+            Some(Bound::Inside(_)) if self.facts.plan_quorum(self.mode) > 1 => None,
+            bound => bound,
+        }
+    }
+
+    /// Whether the approved plan's allowance in force refuses writes outside its files
+    /// (`planScope = "enforce"`) rather than asking.
+    pub(crate) fn plan_enforces(&self) -> bool {
+        self.plan_enforces
+    }
+
     /// Recomputes `always_allowed` for the current mode: the tools of the allowances in force
-    /// there without a pattern, each once.
+    /// there without a pattern, each once (an approved plan's allows files, not a tool).
     fn refresh_allowed(&mut self) {
         let mode = self.facts.id(self.mode).to_owned();
         let mut tools: Vec<String> = Vec::new();
         for a in self.all_allowances() {
-            if a.mode == mode && a.pattern.is_none() && !tools.contains(&a.tool) {
+            if a.mode == mode
+                && a.pattern.is_none()
+                && a.scope != AllowanceScope::Plan
+                && !tools.contains(&a.tool)
+            {
                 tools.push(a.tool.clone());
             }
         }
@@ -2170,10 +2242,15 @@ impl ReferenceSession {
                 false
             }
             Op::Message { calls, .. } => calls.iter().all(|call| match call {
-                Call::SubmitPlan(PlanFile::Valid(k)) => *k < PLAN_COUNT,
+                Call::SubmitPlan(PlanFile::Valid(k)) => is_plan_file(*k),
                 Call::SubmitPlan(_) => true,
-                Call::Tool(name) => self.facts.offers(self.mode, name).is_some(),
-                Call::Ask(ask) => self.facts.offers(self.mode, ask.tool()).is_some(),
+                Call::Tool(name) => {
+                    self.facts.offers(self.mode, name).is_some() && !unmodelled_call(self, name)
+                }
+                Call::Ask(ask) => {
+                    self.facts.offers(self.mode, ask.tool()).is_some()
+                        && !unmodelled_call(self, ask.tool())
+                }
                 Call::ToolAt(name, _) => self.facts.takes_path(self.mode, name),
                 Call::Task(call) => self.runs_task_tool(call.tool()),
                 Call::Subagent(_) => self.facts.offers(self.mode, SUBAGENT).is_some(),
@@ -2694,8 +2771,10 @@ impl ReferenceSession {
         self.mode = target;
         self.notice_due = true;
         // Every mode change, an approved plan's included, ends the allowances of scope
-        // `mode`; the others stay, applying in the mode they were given in only.
-        self.allowances.retain(|a| a.scope != AllowanceScope::Mode);
+        // `mode` and the approved plan's (`plan`); the others stay, applying in the mode they
+        // were given in only.
+        self.allowances
+            .retain(|a| !matches!(a.scope, AllowanceScope::Mode | AllowanceScope::Plan));
         self.refresh_allowed();
     }
 
@@ -2851,23 +2930,37 @@ impl ReferenceSession {
                 .filter(|(_, action)| !(call.tool == ASK_USER && *action == "ask"))
                 .map(|(n, action)| (n, action.to_owned()))
         };
-        let waits_by_rules = |this: &Self, call: &ScriptedCall| match rule_of(this, call) {
-            Some((_, action)) => action == "ask",
-            None => {
-                this.facts.requires_approval(this.mode, &call.tool)
-                    && this.allowance_for(&call.tool, call.path).is_none()
-            }
+        // The approved plan's files bind a write of a tool the mode offers that no `deny` rule
+        // refuses: a call the mode does not offer is refused as such, and holds nothing back.
+        let bound_of = |this: &Self, call: &ScriptedCall| {
+            let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
+            let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
+            this.plan_bound(&call.tool, call.path)
+                .filter(|_| offered && !denied)
         };
-        // The kit's hook is asked about an offered call that no `deny` rule refuses: its
-        // verdict, or ask when it has no say.
+        let waits_by_rules =
+            |this: &Self, call: &ScriptedCall| match (bound_of(this, call), rule_of(this, call)) {
+                (Some(Bound::Drift), _) => true,
+                (Some(Bound::Refused), _) => false,
+                (_, Some((_, action))) => action == "ask",
+                // Inside the plan's files, its allowance stands in for `requireApproval`.
+                (Some(Bound::Inside(_)), None) => false,
+                (None, None) => {
+                    this.facts.requires_approval(this.mode, &call.tool)
+                        && this.allowance_for(&call.tool, call.path).is_none()
+                }
+            };
+        // The kit's hook is asked about an offered call that neither a `deny` rule nor the
+        // approved plan's files refuse: its verdict, or ask when it has no say.
         let hook_of = |this: &Self, call: &ScriptedCall| {
             let offered = this.facts.offers(this.mode, &call.tool) == Some(true);
             let denied = rule_of(this, call).is_some_and(|(_, action)| action == "deny");
+            let refused = bound_of(this, call) == Some(Bound::Refused);
             // A hook's allow never counts toward a quorum: the call waits for the people.
             let held = super::quorum::quorum_holds_hook_allow(&this.facts, this.mode, &call.tool);
             match this.hooks.on_tool(&call.tool) {
                 Some(HookAnswer::Allow) if held => HookAnswer::Ask,
-                Some(answer) if offered && !denied => answer,
+                Some(answer) if offered && !denied && !refused => answer,
                 _ => HookAnswer::Ask,
             }
         };
@@ -2883,6 +2976,7 @@ impl ReferenceSession {
         for (i, call) in calls.iter().enumerate() {
             let offered = self.facts.offers(self.mode, &call.tool) == Some(true);
             let rule = if offered { rule_of(self, call) } else { None };
+            let bound = if offered { bound_of(self, call) } else { None };
             let hook = hook_of(self, call);
             if hook.denies() {
                 // Never run: the result names the hook, the record is the hook's own.
@@ -2914,11 +3008,14 @@ impl ReferenceSession {
                 continue;
             }
             if offered && waits_for(self, call) {
+                // Drift waits by the plan's files, not by a rule.
+                let drift = bound == Some(Bound::Drift);
                 waiting.push(Waits {
                     tool_call_id: call.id.clone(),
                     tool: call.tool.clone(),
                     args_sha256: call.args_sha256(),
-                    rule: rule.map(|(n, _)| n),
+                    rule: rule.filter(|_| !drift).map(|(n, _)| n),
+                    drift,
                     asks: None,
                     child: None,
                     starts: call.subagent.clone(),
@@ -2938,6 +3035,16 @@ impl ReferenceSession {
                         approved_sha256: None,
                         rule: Some(*n),
                     }),
+                });
+                continue;
+            }
+            if bound == Some(Bound::Refused) {
+                // Outside the approved plan's files under `enforce`: refused unasked, no record.
+                trace.push(Trace::ToolEnded {
+                    tool_call_id: call.id.clone(),
+                    is_error: true,
+                    result: ResultKind::OutsidePlan,
+                    decided: None,
                 });
                 continue;
             }
@@ -2966,6 +3073,7 @@ impl ReferenceSession {
                     tool: call.tool.clone(),
                     args_sha256: ask.payload_sha256(),
                     rule: None,
+                    drift: false,
                     asks: Some(ask),
                     child: None,
                     starts: None,
@@ -2997,7 +3105,12 @@ impl ReferenceSession {
                 let allowed_by = match rule {
                     None if self.facts.requires_approval(self.mode, &call.tool) => self
                         .allowance_for(&call.tool, call.path)
-                        .map(|a| a.id.clone()),
+                        .map(|a| a.id.clone())
+                        .or(match bound {
+                            // Else the approved plan's allowance, inside its files.
+                            Some(Bound::Inside(id)) => Some(id),
+                            _ => None,
+                        }),
                     _ => None,
                 };
                 if rule.is_some() || allowed_by.is_some() {
@@ -3100,6 +3213,7 @@ impl ReferenceSession {
                 decided: None,
                 allowed_by: None,
                 rule: w.rule,
+                drift: w.drift,
                 deadline: self.deadline_from_now(),
                 asks: w.asks,
                 child: w.child,
@@ -3128,6 +3242,7 @@ impl ReferenceSession {
                     decision_id: waiting.decision_id.clone(),
                     args_sha256: waiting.args_sha256.clone(),
                     rule: waiting.rule,
+                    drift: waiting.drift,
                 },
             });
             self.waiting.push(waiting);
@@ -3194,14 +3309,22 @@ impl ReferenceSession {
                 .facts
                 .child_rule_for(self.mode, agent_type, tool)
                 .filter(|(_, action)| !(tool == ASK_USER && action == "ask"));
-            let waits = match &rule {
-                Some((_, action)) => action == "ask",
-                None => {
+            // The child has its parent's allowances, the approved plan's among them: its write
+            // (no `path`: outside the plan's files) is bound as the parent's would be.
+            let denied = rule.as_ref().is_some_and(|(_, action)| action == "deny");
+            let bound = self.plan_bound(tool, None).filter(|_| !denied);
+            let waits = match (&bound, &rule) {
+                (Some(Bound::Drift), _) => true,
+                (Some(Bound::Refused), _) => false,
+                (_, Some((_, action))) => action == "ask",
+                (Some(Bound::Inside(_)), None) => false,
+                (None, None) => {
                     self.facts
                         .child_requires_approval(self.mode, agent_type, tool)
                         && self.allowance_for(tool, None).is_none()
                 }
             };
+            let drift = bound == Some(Bound::Drift);
             let origin = ChildOrigin {
                 agent_type: agent_type.clone(),
                 parent_call_id: call_id.to_owned(),
@@ -3211,13 +3334,14 @@ impl ReferenceSession {
                     tool_call_id: scripted.id.clone(),
                     tool: tool.clone(),
                     args_sha256: scripted.args_sha256(),
-                    rule: rule.map(|(n, _)| n),
+                    rule: rule.filter(|_| !drift).map(|(n, _)| n),
+                    drift,
                     asks: None,
                     child: Some(origin),
                     starts: None,
                 });
             }
-            let denied = rule.as_ref().is_some_and(|(_, action)| action == "deny");
+            let denied = denied || bound == Some(Bound::Refused);
             if offered && !denied {
                 trace.push(Trace::ChildToolRan {
                     tool: tool.clone(),
@@ -3230,6 +3354,7 @@ impl ReferenceSession {
                         tool: tool.clone(),
                         args_sha256: ask.payload_sha256(),
                         rule: None,
+                        drift: false,
                         asks: Some(ask),
                         child: Some(origin),
                         starts: None,
@@ -3297,6 +3422,7 @@ impl ReferenceSession {
             targets,
             sha256,
             plan: k,
+            decision_id: format!("decision_{}", self.decisions),
             deadline: self.deadline_from_now(),
         });
         self.run = Some((run, RunState::Suspended));
@@ -3785,7 +3911,26 @@ impl ReferenceSession {
                 if offers_tasks {
                     self.tasks = seeded;
                 }
+                // The planning mode's `planScope` (the plan was submitted in the current mode).
+                let policy = self.facts.plan_scope(self.mode);
                 self.change_mode(pending.target, ModeChangeReason::PlanApproved, trace);
+                // The approved text's files (the user's edit, which declares none, has its
+                // own) become an allowance of scope `plan` for the target, in place of an
+                // earlier plan's, by the planning mode's `planScope`: none under `off`.
+                self.allowances.retain(|a| a.scope != AllowanceScope::Plan);
+                if edit.is_none()
+                    && plan_declares_files(pending.plan)
+                    && policy != PlanScopePolicy::Off
+                {
+                    self.allowances.push(ModelAllowance {
+                        scope: AllowanceScope::Plan,
+                        mode: self.facts.id(pending.target).to_owned(),
+                        tool: EVERY_WRITING_TOOL.to_owned(),
+                        pattern: None,
+                        id: pending.decision_id.clone(),
+                    });
+                    self.plan_enforces = policy == PlanScopePolicy::Enforce;
+                }
                 let outcome = self.call_model_then(run, &mut steps, Then::Text, trace);
                 (vec![text], outcome)
             }
@@ -3838,7 +3983,8 @@ impl ReferenceSession {
             | ResultKind::DeclinedWithFeedback
             | ResultKind::AnsweredNotResumed
             | ResultKind::SubagentAnswer
-            | ResultKind::HookDenied => {
+            | ResultKind::HookDenied
+            | ResultKind::OutsidePlan => {
                 trace.push(Trace::RunEnded {
                     run,
                     reason: RunState::Completed,
@@ -3892,6 +4038,8 @@ impl ReferenceSession {
         let ids: Vec<String> = self.facts.modes().iter().map(|m| m.id.clone()).collect();
         let plan_file = prop_oneof![
             6 => (0..PLAN_COUNT).prop_map(PlanFile::Valid),
+            // Now and then the plan that declares its files.
+            2 => Just(PlanFile::Valid(super::SCOPED_PLAN)),
             1 => Just(PlanFile::Missing),
             1 => Just(PlanFile::Empty),
             1 => Just(PlanFile::NotMarkdown),
@@ -4438,4 +4586,103 @@ pub(crate) fn quorum_ruled(
         QuorumStep { needed },
         as_identity(action, &approver(needed)),
     )))
+}
+
+// An approved plan's files (issue 40): the one plan that declares them, and how they bind a
+// write in the mode the plan hands over to.
+
+/// The one file the plan that declares its files declares ([`SCOPED_PLAN`]): where
+/// [`CallPath::Src`] leads, so a kit write there lies inside them and every other one outside.
+pub const PLAN_FILES: &str = "src/a.txt";
+
+/// The number of the kit's one valid plan file that declares its files: a `## Files` section
+/// naming [`PLAN_FILES`]. It comes after the ordinary plans (`0..PLAN_COUNT`), which declare
+/// none; [`Op::submit_scoped`] submits it.
+pub const SCOPED_PLAN: u8 = PLAN_COUNT;
+
+/// Whether valid plan file `k` declares its files: only [`SCOPED_PLAN`] does; the others have
+/// no `## Files` section and bind nothing once approved.
+///
+/// # Examples
+/// ```
+/// use agent_controller::testing::{SCOPED_PLAN, plan_declares_files, plan_text};
+/// assert!(plan_declares_files(SCOPED_PLAN) && plan_text(SCOPED_PLAN).contains("## Files"));
+/// assert!(!plan_declares_files(1) && !plan_text(1).contains("## Files"));
+/// ```
+pub fn plan_declares_files(k: u8) -> bool {
+    k == SCOPED_PLAN
+}
+
+/// The `## Files` section that ends plan file `k` (empty where it declares none): its one item
+/// names [`PLAN_FILES`] in a code span, with prose after it, which binds nothing.
+pub(super) fn files_section(k: u8) -> String {
+    if plan_declares_files(k) {
+        format!("\n## Files\n\n- `{PLAN_FILES}` — the file the kit writes\n")
+    } else {
+        String::new()
+    }
+}
+
+/// Whether plan file `k` is one a harness provides: an ordinary one or [`SCOPED_PLAN`].
+pub(super) fn is_plan_file(k: u8) -> bool {
+    k < PLAN_COUNT || plan_declares_files(k)
+}
+
+/// How the files of the plan approved for the current mode bind one write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Bound {
+    /// Every path it writes lies inside the files: the plan's allowance (this id) stands in
+    /// for `requireApproval`, as any allowance does.
+    Inside(String),
+    /// Outside them, under `planScope = "ask"`: it waits for approval as drift, whatever else
+    /// would let it run.
+    Drift,
+    /// Outside them, under `planScope = "enforce"`: refused unasked.
+    Refused,
+}
+
+/// How the plan's allowance `grant` (its id; `None`: no plan binds the current mode) binds a
+/// call of `tool` with `path`, `enforces` under `planScope = "enforce"`: `None` where nothing
+/// binds it or the tool writes nothing. A write lies inside the files when its tool writes the
+/// file at its `path` ([`ConfigFacts::path_writers`]) and that path leads to [`PLAN_FILES`];
+/// any other write (no `path`, a tool that says nothing of where it writes) is outside.
+pub(super) fn bound(
+    facts: &ConfigFacts,
+    grant: Option<&str>,
+    enforces: bool,
+    tool: &str,
+    path: Option<CallPath>,
+) -> Option<Bound> {
+    let grant = grant?;
+    if !facts.writing_tools().iter().any(|t| t == tool) {
+        return None;
+    }
+    let inside =
+        facts.path_writers().iter().any(|t| t == tool) && path.is_some_and(CallPath::in_plan_files);
+    Some(match (inside, enforces) {
+        (true, _) => Bound::Inside(grant.to_owned()),
+        (false, false) => Bound::Drift,
+        (false, true) => Bound::Refused,
+    })
+}
+
+/// Whether an approved plan's files bind the current mode of `reference` (an allowance of
+/// scope `plan` in force there).
+pub(super) fn scoped(reference: &ReferenceSession) -> bool {
+    let mode = reference.facts().id(reference.mode());
+    reference
+        .allowances()
+        .iter()
+        .any(|a| a.scope == AllowanceScope::Plan && a.mode == mode)
+}
+
+/// Whether a call of `tool` in `at` is one the reference model leaves out: a tool that
+/// suspends to ask ([`super::Ask::of_tool`]: the kit's confirmation tool) and writes, while an
+/// approved plan's files bind the mode. It would wait as drift, and once approved run and
+/// suspend again, which the reference does not follow; neither the walk nor the random cases
+/// make such a call.
+pub(super) fn unmodelled_call(at: &ReferenceSession, tool: &str) -> bool {
+    super::Ask::of_tool(tool).is_some()
+        && at.facts().writing_tools().iter().any(|t| t == tool)
+        && scoped(at)
 }

@@ -832,6 +832,7 @@ fn the_reference_waits_for_every_tool_call_and_runs_the_approved_ones_last() {
         decision_id: decision.to_owned(),
         args_sha256: tool_args_sha256(),
         rule: None,
+        drift: false,
     };
     let ran = |id: &str, tool: &str| Trace::ToolRan {
         tool_call_id: id.to_owned(),
@@ -2493,3 +2494,5 @@ fn a_tool_that_suspends_itself_is_never_given_a_hook_verdict() {
 }
 
 mod quorum;
+/// The kit on an approved plan's files (issue 40).
+mod scope;
