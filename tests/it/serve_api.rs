@@ -1452,3 +1452,146 @@ fn no_request_to_a_route_of_the_openapi_document_gets_a_5xx_or_an_undocumented_s
         panic!("{e}");
     }
 }
+
+/// The hostile-client pass (issue 39): the scheme of `Authorization` is case-insensitive
+/// (RFC 9110, 11.1), so a client that sends `bearer TOKEN` is let in, with the right token only.
+#[test]
+fn the_bearer_scheme_is_taken_in_any_case_and_only_with_the_token() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        for (header, status) in [
+            (format!("bearer {TOKEN}"), StatusCode::OK),
+            (format!("BEARER {TOKEN}"), StatusCode::OK),
+            (format!("Bearer {TOKEN}"), StatusCode::OK),
+            (
+                "bearer test-token-0123456780".to_owned(),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (format!("Basic {TOKEN}"), StatusCode::UNAUTHORIZED),
+            (format!("Bearer{TOKEN}"), StatusCode::UNAUTHORIZED),
+            (TOKEN.to_owned(), StatusCode::UNAUTHORIZED),
+        ] {
+            let answer = served
+                .client
+                .get(served.url("/v1/pending"))
+                .header("authorization", &header)
+                .send()
+                .await
+                .expect("GET");
+            assert_eq!(answer.status(), status, "{header}");
+        }
+    });
+}
+
+/// The hostile-client pass (issue 39): a client that reconnects with the `Last-Event-ID` a
+/// previous run of the server gave (the server was restarted) misses nothing the new one holds:
+/// the new server's ids never fall at or below an id the old one gave.
+#[test]
+fn a_last_event_id_of_a_previous_server_misses_nothing_the_new_one_holds() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let before = {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(async {
+            let mut all = served.events("/v1/events", None).await;
+            // Two sessions here: more events than the next server will have given.
+            let (first, _) = served.plan_waiting().await;
+            let (second, _) = served.plan_waiting().await;
+            let seen = all
+                .until(|e| e["sessionId"] == second && e["type"] == "agent_end")
+                .await;
+            assert!(seen.iter().any(|(_, e)| e["sessionId"] == first));
+            seen.last().expect("an event").0
+        })
+    };
+    let served = Served::start(&ws, &spec);
+    runtime().block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        // Every event of the new session is in, before the client reconnects.
+        drop(served.settled(&session).await);
+        let mut again = served.events("/v1/events", Some(before)).await;
+        let seen = tokio::time::timeout(
+            Duration::from_secs(10),
+            again.until(|e| e["sessionId"] == session && e["type"] == "agent_end"),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the events of session {session} are not replayed after id {before}")
+        });
+        assert!(seen.iter().all(|(id, _)| *id > before), "{seen:?}");
+    });
+}
+
+/// The hostile-client pass (issue 39): a stored session whose recorded workspace, under
+/// `--workspace` as written, now leads outside it (a directory swapped for a symlink) is
+/// refused (409), and nothing is decided or run there.
+#[test]
+fn a_recorded_workspace_that_now_leads_outside_is_refused() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.path().join("sub")).expect("mkdir");
+    let outside = tempfile::tempdir().expect("a directory outside");
+    let spec = ws.path().join("sessions").display().to_string();
+    let (session, entry) = {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(async {
+            let body = json!({ "modeId": "plan", "message": "Add dark mode", "workspace": "sub" });
+            let (status, view) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::CREATED, "{view}");
+            let id = view["sessionId"].as_str().expect("an id").to_owned();
+            let entry = served.waiting_in(&id).await;
+            drop(served.settled(&id).await);
+            (id, entry)
+        })
+    };
+    std::fs::remove_dir_all(ws.path().join("sub")).expect("rm sub");
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("sub")).expect("symlink");
+    let served = Served::start(&ws, &spec);
+    runtime().block_on(async {
+        let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("an id")
+        );
+        let (status, why) = served.post(&path, &decision).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{why}");
+        let (status, why) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{why}");
+        // Still waiting, and nothing was written outside.
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+        let written: Vec<_> = std::fs::read_dir(outside.path())
+            .expect("read outside")
+            .collect();
+        assert!(written.is_empty(), "{written:?}");
+    });
+}
+
+/// The hostile-model pass (issue 39): the answer schema of a tool's suspension, which the page
+/// draws, comes through `shown` too, every hidden character as its escape (a bidi override in
+/// a field's description read as other text).
+#[test]
+fn a_suspensions_answer_schema_is_shown_with_every_character_visible() {
+    let summary: agent_controller::store::PendingSummary = serde_json::from_value(json!({
+        "sessionId": "s", "runId": "run_1", "toolCallId": "call_1", "kind": "suspension",
+        "decisionId": "decision_1", "modeId": "build", "targetModeId": "", "title": "",
+        "sha256": "abc",
+        "toolName": "deploy",
+        "payload": { "message": "Deploy?" },
+        "answerSchema": {
+            "type": "object",
+            "properties": { "ok": { "type": "boolean", "description": "yes\u{202e}on\u{200b}" } }
+        },
+        "updatedAt": 1
+    }))
+    .expect("a summary");
+    let shown = serde_json::to_value(summary.shown()).expect("JSON");
+    let schema = shown["answerSchema"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(schema.contains("yes\\u{202e}on\\u{200b}"), "{schema}");
+    assert!(
+        !schema.contains('\u{202e}') && !schema.contains('\u{200b}'),
+        "{schema}"
+    );
+}
