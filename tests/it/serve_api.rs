@@ -1595,3 +1595,36 @@ fn a_suspensions_answer_schema_is_shown_with_every_character_visible() {
         "{schema}"
     );
 }
+
+/// Issue 39 (as `pending --json` does): a stored record that cannot be read is said by
+/// `GET /v1/pending` (`unreadable`: its session id, where it is, why), not dropped in silence,
+/// and the decisions that can be read are listed still.
+#[test]
+fn pending_over_http_says_which_records_cannot_be_read() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let served = Served::start(&ws, &dir.display().to_string());
+    runtime().block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        std::fs::write(dir.join("garbage.pending.json"), "{ not json").expect("garbage");
+        let (status, listing) = served.get("/v1/pending").await;
+        assert_eq!(status, StatusCode::OK, "{listing}");
+        let pending = listing["pending"].as_array().expect("pending");
+        assert!(
+            pending.iter().any(|e| e["sessionId"] == session),
+            "{listing}"
+        );
+        let unreadable = listing["unreadable"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{listing}"));
+        assert_eq!(unreadable.len(), 1, "{listing}");
+        assert_eq!(unreadable[0]["sessionId"], "garbage", "{listing}");
+        assert!(
+            unreadable[0]["location"]
+                .as_str()
+                .is_some_and(|l| l.ends_with("garbage.pending.json")),
+            "{listing}"
+        );
+        assert!(unreadable[0]["reason"].as_str().is_some(), "{listing}");
+    });
+}

@@ -162,7 +162,8 @@ struct PageQuery {
 }
 
 /// `GET /v1/pending`: every pending decision of the store, oldest first, as `pending --json`
-/// lists each, a page at a time (`limit`, `cursor`; `nextCursor` while more follow).
+/// lists each, a page at a time (`limit`, `cursor`; `nextCursor` while more follow), and the
+/// records that cannot be read which the page met (`unreadable`, as `pending --json` says them).
 async fn pending(
     State(server): State<Arc<Server>>,
     query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -204,9 +205,20 @@ async fn pending(
     for unread in &page.unread_allowances {
         warn_unread_allowances(&unread.session_id, &unread.reason);
     }
+    for record in &page.unreadable {
+        crate::cli::pending::warn_unreadable(
+            &record.session_id,
+            Some(&record.location),
+            &record.reason,
+        );
+    }
     let entries = &page.pending;
     let entries: Vec<Value> = entries.iter().map(super::page::with_shown).collect();
     let mut body = json!({ "pending": entries });
+    // As `pending --json` says them: a record that cannot be read is not dropped in silence.
+    if !page.unreadable.is_empty() {
+        body["unreadable"] = json!(page.unreadable);
+    }
     if let Some(next) = &page.next_cursor {
         body["nextCursor"] = Value::String(next.to_string());
     }
