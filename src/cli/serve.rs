@@ -116,7 +116,14 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
         let app = api::router(state.clone());
         // The handlers are in place before the address is told: a SIGTERM sent as soon as the
         // line is read stops the server gracefully instead of killing it.
-        let shutdown = shutdown_signal();
+        let signal = shutdown_signal();
+        // On the signal the event streams end too: a client following them (an open page)
+        // would otherwise hold the graceful shutdown for ever.
+        let closing = state.feed.clone();
+        let shutdown = async move {
+            signal.await;
+            closing.close();
+        };
         say!("listening on http://{bound}");
         let _ = std::io::stdout().flush();
         if let Some(token) = state.tokens.shown_once() {

@@ -1628,3 +1628,48 @@ fn pending_over_http_says_which_records_cannot_be_read() {
         assert!(unreadable[0]["reason"].as_str().is_some(), "{listing}");
     });
 }
+
+/// The hostile-client pass (issue 39): SIGTERM stops the server while clients follow the
+/// events (an open page does, always): their streams end, and the server exits, instead of
+/// waiting for them for ever (and being killed mid-run by the supervisor's SIGKILL).
+#[test]
+fn sigterm_stops_the_server_while_clients_follow_the_events() {
+    let ws = Workspace::new();
+    let mut served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let rt = runtime();
+    let (mut all, mut one) = rt.block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        let all = served.events("/v1/events", None).await;
+        let one = served
+            .events(&format!("/v1/sessions/{session}/events"), None)
+            .await;
+        (all, one)
+    });
+    let pid = served.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let start = Instant::now();
+    loop {
+        if let Some(status) = served.child.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "still serving 15 s after SIGTERM, with two clients following the events"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both streams ended (no event, no error past the end).
+    rt.block_on(async {
+        for events in [&mut all, &mut one] {
+            let end = tokio::time::timeout(WAIT, events.response.chunk())
+                .await
+                .expect("the stream ends");
+            assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+        }
+    });
+}

@@ -41,6 +41,8 @@ struct Inner {
     /// too, so the live order is the id order.
     kept: Mutex<(u64, VecDeque<Item>)>,
     live: broadcast::Sender<Item>,
+    /// Set once the server stops ([`Feed::close`]): every stream ends.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Feed {
@@ -61,8 +63,15 @@ impl Feed {
             inner: Arc::new(Inner {
                 kept: Mutex::new((first, VecDeque::new())),
                 live: broadcast::channel(LIVE).0,
+                closed: tokio::sync::watch::channel(false).0,
             }),
         }
+    }
+
+    /// Ends every stream, those open and those opened later: the server stops, and a client
+    /// that follows the events must not hold its shutdown (an open page always follows them).
+    pub(crate) fn close(&self) {
+        self.inner.closed.send_replace(true);
     }
 
     /// Adds an event of `session_id` whose JSON is `data`.
@@ -165,16 +174,24 @@ impl Feed {
             (replay, live, after)
         };
         let last = after.unwrap_or(0);
+        let closed = self.inner.closed.subscribe();
         futures_util::stream::unfold(
-            (replay, live, last, session),
-            |(mut replay, mut live, mut last, session)| async move {
+            (replay, live, last, session, closed),
+            |(mut replay, mut live, mut last, session, mut closed)| async move {
                 loop {
+                    if *closed.borrow() {
+                        return None;
+                    }
                     let item = match replay.pop_front() {
                         Some(item) => item,
-                        None => match live.recv().await {
-                            Ok(item) => item,
-                            // Too slow, or the server stops: the client is dropped.
-                            Err(_) => return None,
+                        None => tokio::select! {
+                            received = live.recv() => match received {
+                                Ok(item) => item,
+                                // Too slow, or the server stops: the client is dropped.
+                                Err(_) => return None,
+                            },
+                            // The server stops.
+                            _ = closed.wait_for(|closed| *closed) => return None,
                         },
                     };
                     if item.id <= last {
@@ -187,7 +204,7 @@ impl Feed {
                     let event = sse::Event::default()
                         .id(item.id.to_string())
                         .data(&*item.data);
-                    return Some((Ok(event), (replay, live, last, session)));
+                    return Some((Ok(event), (replay, live, last, session, closed)));
                 }
             },
         )
@@ -221,6 +238,25 @@ mod tests {
         // Of another run of the server, or made up: everything kept.
         assert_eq!(replayed(&feed, 102).await, 2);
         assert_eq!(replayed(&feed, u64::MAX).await, 2);
+    }
+
+    #[tokio::test]
+    async fn closing_ends_every_stream_open_or_opened_later() {
+        let feed = Feed::starting_at(1);
+        feed.push("s", "{}".to_owned());
+        let mut open = Box::pin(feed.stream(None, None));
+        let mut replaying = Box::pin(feed.stream(Some(0), None));
+        feed.close();
+        assert_eq!(ended(open.as_mut()).await, 0);
+        assert_eq!(ended(replaying.as_mut()).await, 0);
+        assert_eq!(ended(Box::pin(feed.stream(Some(0), None))).await, 0);
+    }
+
+    /// How many events `stream` gives before it ends (within 10 s).
+    async fn ended(stream: impl Stream + Unpin) -> usize {
+        tokio::time::timeout(Duration::from_secs(10), stream.count())
+            .await
+            .expect("the stream ends")
     }
 
     #[tokio::test]
