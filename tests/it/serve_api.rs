@@ -1673,3 +1673,37 @@ fn sigterm_stops_the_server_while_clients_follow_the_events() {
         }
     });
 }
+
+/// The hostile-client pass (issue 39): a client that opens a connection and never finishes
+/// its request's headers (slowloris; it needs no token) is cut off after a bound, instead of
+/// holding the connection, and a file descriptor, for ever.
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use std::io::{Read, Write};
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let address = served.base.trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&address).expect("connect");
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .expect("a part of the headers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(25)))
+        .expect("timeout");
+    let start = Instant::now();
+    let mut buffer = [0u8; 256];
+    let read = stream.read(&mut buffer);
+    assert!(
+        read.is_ok() && start.elapsed() < Duration::from_secs(25),
+        "the connection is still open after {:?}: {read:?}",
+        start.elapsed()
+    );
+    // The server still answers others.
+    let mut other = std::net::TcpStream::connect(&address).expect("connect");
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("a request");
+    let mut answer = String::new();
+    other.read_to_string(&mut answer).expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
