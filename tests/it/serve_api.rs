@@ -1707,3 +1707,39 @@ fn a_client_that_never_finishes_its_headers_is_cut_off() {
     other.read_to_string(&mut answer).expect("an answer");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
+
+/// The hostile-client pass (issue 39): over HTTP an identity is the token's name, never what
+/// the body claims. With one unnamed token, a client that approves twice as `alice` and as
+/// `bob` does not meet a quorum of two (the body's `decidedBy` is no identity): the plan still
+/// waits, and the session stays in its mode.
+#[test]
+fn one_unnamed_token_cannot_meet_a_quorum_by_claiming_names() {
+    let ws = Workspace::new();
+    let shipped = std::fs::read_to_string(SHIPPED).expect("the shipped config");
+    let quorum = shipped.replacen("id = \"plan\"\n", "id = \"plan\"\napprovers = 2\n", 1);
+    assert_ne!(quorum, shipped, "the plan mode is found");
+    let config = ws.path().join("quorum.toml");
+    std::fs::write(&config, quorum).expect("config");
+    let spec = ws.path().join("sessions").display().to_string();
+    let served = Served::start_under(&ws, &spec, &config, &[]);
+    runtime().block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("an id")
+        );
+        for who in ["alice", "bob"] {
+            let decision =
+                json!({ "action": "approved", "sha256": entry["sha256"], "decidedBy": who });
+            let (status, answer) = served.post(&path, &decision.to_string()).await;
+            assert!(
+                status.is_client_error(),
+                "an approval claimed as {who} is refused: {status} {answer}"
+            );
+        }
+        let (_, view) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(view["modeId"], "plan", "{view}");
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+    });
+}

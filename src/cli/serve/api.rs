@@ -240,10 +240,18 @@ async fn decide(
     if !is_decision_id(&decision_id) {
         return no_such("decision");
     }
-    let data = match json_body(&body) {
+    let mut data = match json_body(&body) {
         Ok(data) => data,
         Err(why) => return unprocessable(&why),
     };
+    // Over HTTP who decided is the token's name, never what the body claims: a named token's
+    // name replaces it (below), and an unnamed token gives none, so one token cannot approve
+    // twice under two names and meet a quorum alone.
+    if caller.0.is_none()
+        && let Some(fields) = data.as_object_mut()
+    {
+        fields.remove("decidedBy");
+    }
     let handle = match server.session(&session_id).await {
         Ok(handle) => handle,
         Err(e) => return refused(&e),
