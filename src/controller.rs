@@ -1769,6 +1769,7 @@ impl AgentController {
         let store = self.shared.store.as_ref().ok_or(SessionError::NoStore)?;
         let mut entries = crate::session::pending_entries(&**store, page.pending).await;
         entries.next_cursor = page.next_cursor;
+        entries.unreadable = page.unreadable;
         Ok(entries)
     }
 

@@ -116,20 +116,77 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
         let app = api::router(state.clone());
         // The handlers are in place before the address is told: a SIGTERM sent as soon as the
         // line is read stops the server gracefully instead of killing it.
-        let shutdown = shutdown_signal();
+        let signal = shutdown_signal();
+        // On the signal the event streams end too: a client following them (an open page)
+        // would otherwise hold the graceful shutdown for ever.
+        let closing = state.feed.clone();
+        let shutdown = async move {
+            signal.await;
+            closing.close();
+        };
         say!("listening on http://{bound}");
         let _ = std::io::stdout().flush();
         if let Some(token) = state.tokens.shown_once() {
             note!("token: {token}");
             note!("(send it as `Authorization: Bearer TOKEN`; set AGENT_CONTROLLER_TOKEN to choose your own)");
         }
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-        .await
-        .map_err(Failure::runtime)?;
+        serve_connections(listener, app, shutdown).await;
         state.stop_runs().await;
         Ok(Exit::Done)
     })
+}
+
+/// How long a client may take to send a request's headers: past it the connection is closed,
+/// so a client that never finishes them (slowloris, no token needed) holds no connection.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves `app` on each connection `listener` accepts (HTTP/1.1, each request's headers within
+/// [`HEADER_TIMEOUT`]) until `shutdown` ends; then takes no new connection, closes the idle
+/// ones, and waits for the requests in progress to be answered. What `axum::serve` with its
+/// graceful shutdown does, with the header bound it lacks.
+async fn serve_connections(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let (closing, closed) = tokio::sync::watch::channel(false);
+    let mut connections = tokio::task::JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            () = &mut shutdown => break,
+            // Ended connections are let go as they end, so the set stays as big as the open ones.
+            Some(_) = connections.join_next() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Out of file descriptors, say: wait a little, and the others go on.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut closed = closed.clone();
+        connections.spawn(async move {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT);
+            let connection =
+                builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = async { drop(closed.wait_for(|closed| *closed).await) } => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+    closing.send_replace(true);
+    while connections.join_next().await.is_some() {}
 }
 
 /// SIGTERM or Ctrl-C. The handlers are registered when this is called, not when the future is

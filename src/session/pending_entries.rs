@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use crate::allowance::Allowance;
-use crate::store::{PendingCursor, PendingEntry, PendingSummary, SessionStore};
+use crate::store::{PendingCursor, PendingEntry, PendingSummary, SessionStore, UnreadableRecord};
 
 /// Pending decisions with the allowances in force for their sessions ([`pending_entries`],
 /// [`crate::AgentController::pending_entries_page`]).
@@ -20,6 +20,11 @@ pub struct PendingEntries {
     /// allowances), each once, in the order they first appear; their decisions are listed
     /// with no allowance. A host warns of each.
     pub unread_allowances: Vec<UnreadAllowances>,
+    /// The stored records that cannot be read which the listing met
+    /// ([`crate::store::PendingPage::unreadable`]): a host says each (`pending --json` and
+    /// `GET /v1/pending` do), never drops them in silence. Empty for [`pending_entries`],
+    /// which is given summaries already read.
+    pub unreadable: Vec<UnreadableRecord>,
     /// The cursor of the next page while more follow
     /// ([`crate::store::PendingPage::next_cursor`]); `None` on the last page and for a whole
     /// listing.
@@ -151,6 +156,7 @@ pub async fn pending_entries(
     PendingEntries {
         pending,
         unread_allowances: unread,
+        unreadable: Vec::new(),
         next_cursor: None,
     }
 }

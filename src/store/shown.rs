@@ -73,6 +73,11 @@ pub struct ShownPending {
     /// [`crate::display::arguments_whole`] lays out JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<String>,
+    /// The JSON Schema a question's or a suspension's answer must fit (`answerSchema`), whole,
+    /// as [`crate::display::arguments_whole`] lays out JSON: a tool (an MCP server, say) writes
+    /// it, and its descriptions are read by the person answering.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub answer_schema: Option<String>,
     /// The workspace the decision acts in, on one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
@@ -217,6 +222,7 @@ impl PendingSummary {
                 .as_ref()
                 .filter(|_| self.kind == PendingKind::Suspension)
                 .map(arguments_whole),
+            answer_schema: self.answer_schema.as_ref().map(arguments_whole),
             workspace: self
                 .terms
                 .workspace

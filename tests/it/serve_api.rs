@@ -1452,3 +1452,294 @@ fn no_request_to_a_route_of_the_openapi_document_gets_a_5xx_or_an_undocumented_s
         panic!("{e}");
     }
 }
+
+/// The hostile-client pass (issue 39): the scheme of `Authorization` is case-insensitive
+/// (RFC 9110, 11.1), so a client that sends `bearer TOKEN` is let in, with the right token only.
+#[test]
+fn the_bearer_scheme_is_taken_in_any_case_and_only_with_the_token() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        for (header, status) in [
+            (format!("bearer {TOKEN}"), StatusCode::OK),
+            (format!("BEARER {TOKEN}"), StatusCode::OK),
+            (format!("Bearer {TOKEN}"), StatusCode::OK),
+            (
+                "bearer test-token-0123456780".to_owned(),
+                StatusCode::UNAUTHORIZED,
+            ),
+            (format!("Basic {TOKEN}"), StatusCode::UNAUTHORIZED),
+            (format!("Bearer{TOKEN}"), StatusCode::UNAUTHORIZED),
+            (TOKEN.to_owned(), StatusCode::UNAUTHORIZED),
+        ] {
+            let answer = served
+                .client
+                .get(served.url("/v1/pending"))
+                .header("authorization", &header)
+                .send()
+                .await
+                .expect("GET");
+            assert_eq!(answer.status(), status, "{header}");
+        }
+    });
+}
+
+/// The hostile-client pass (issue 39): a client that reconnects with the `Last-Event-ID` a
+/// previous run of the server gave (the server was restarted) misses nothing the new one holds:
+/// the new server's ids never fall at or below an id the old one gave.
+#[test]
+fn a_last_event_id_of_a_previous_server_misses_nothing_the_new_one_holds() {
+    let ws = Workspace::new();
+    let spec = ws.path().join("sessions").display().to_string();
+    let before = {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(async {
+            let mut all = served.events("/v1/events", None).await;
+            // Two sessions here: more events than the next server will have given.
+            let (first, _) = served.plan_waiting().await;
+            let (second, _) = served.plan_waiting().await;
+            let seen = all
+                .until(|e| e["sessionId"] == second && e["type"] == "agent_end")
+                .await;
+            assert!(seen.iter().any(|(_, e)| e["sessionId"] == first));
+            seen.last().expect("an event").0
+        })
+    };
+    let served = Served::start(&ws, &spec);
+    runtime().block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        // Every event of the new session is in, before the client reconnects.
+        drop(served.settled(&session).await);
+        let mut again = served.events("/v1/events", Some(before)).await;
+        let seen = tokio::time::timeout(
+            Duration::from_secs(10),
+            again.until(|e| e["sessionId"] == session && e["type"] == "agent_end"),
+        )
+        .await
+        .unwrap_or_else(|_| {
+            panic!("the events of session {session} are not replayed after id {before}")
+        });
+        assert!(seen.iter().all(|(id, _)| *id > before), "{seen:?}");
+    });
+}
+
+/// The hostile-client pass (issue 39): a stored session whose recorded workspace, under
+/// `--workspace` as written, now leads outside it (a directory swapped for a symlink) is
+/// refused (409), and nothing is decided or run there.
+#[test]
+fn a_recorded_workspace_that_now_leads_outside_is_refused() {
+    let ws = Workspace::new();
+    std::fs::create_dir(ws.path().join("sub")).expect("mkdir");
+    let outside = tempfile::tempdir().expect("a directory outside");
+    let spec = ws.path().join("sessions").display().to_string();
+    let (session, entry) = {
+        let served = Served::start(&ws, &spec);
+        runtime().block_on(async {
+            let body = json!({ "modeId": "plan", "message": "Add dark mode", "workspace": "sub" });
+            let (status, view) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::CREATED, "{view}");
+            let id = view["sessionId"].as_str().expect("an id").to_owned();
+            let entry = served.waiting_in(&id).await;
+            drop(served.settled(&id).await);
+            (id, entry)
+        })
+    };
+    std::fs::remove_dir_all(ws.path().join("sub")).expect("rm sub");
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("sub")).expect("symlink");
+    let served = Served::start(&ws, &spec);
+    runtime().block_on(async {
+        let decision = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("an id")
+        );
+        let (status, why) = served.post(&path, &decision).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{why}");
+        let (status, why) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{why}");
+        // Still waiting, and nothing was written outside.
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+        let written: Vec<_> = std::fs::read_dir(outside.path())
+            .expect("read outside")
+            .collect();
+        assert!(written.is_empty(), "{written:?}");
+    });
+}
+
+/// The hostile-model pass (issue 39): the answer schema of a tool's suspension, which the page
+/// draws, comes through `shown` too, every hidden character as its escape (a bidi override in
+/// a field's description read as other text).
+#[test]
+fn a_suspensions_answer_schema_is_shown_with_every_character_visible() {
+    let summary: agent_controller::store::PendingSummary = serde_json::from_value(json!({
+        "sessionId": "s", "runId": "run_1", "toolCallId": "call_1", "kind": "suspension",
+        "decisionId": "decision_1", "modeId": "build", "targetModeId": "", "title": "",
+        "sha256": "abc",
+        "toolName": "deploy",
+        "payload": { "message": "Deploy?" },
+        "answerSchema": {
+            "type": "object",
+            "properties": { "ok": { "type": "boolean", "description": "yes\u{202e}on\u{200b}" } }
+        },
+        "updatedAt": 1
+    }))
+    .expect("a summary");
+    let shown = serde_json::to_value(summary.shown()).expect("JSON");
+    let schema = shown["answerSchema"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown}"));
+    assert!(schema.contains("yes\\u{202e}on\\u{200b}"), "{schema}");
+    assert!(
+        !schema.contains('\u{202e}') && !schema.contains('\u{200b}'),
+        "{schema}"
+    );
+}
+
+/// Issue 39 (as `pending --json` does): a stored record that cannot be read is said by
+/// `GET /v1/pending` (`unreadable`: its session id, where it is, why), not dropped in silence,
+/// and the decisions that can be read are listed still.
+#[test]
+fn pending_over_http_says_which_records_cannot_be_read() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions");
+    let served = Served::start(&ws, &dir.display().to_string());
+    runtime().block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        std::fs::write(dir.join("garbage.pending.json"), "{ not json").expect("garbage");
+        let (status, listing) = served.get("/v1/pending").await;
+        assert_eq!(status, StatusCode::OK, "{listing}");
+        let pending = listing["pending"].as_array().expect("pending");
+        assert!(
+            pending.iter().any(|e| e["sessionId"] == session),
+            "{listing}"
+        );
+        let unreadable = listing["unreadable"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{listing}"));
+        assert_eq!(unreadable.len(), 1, "{listing}");
+        assert_eq!(unreadable[0]["sessionId"], "garbage", "{listing}");
+        assert!(
+            unreadable[0]["location"]
+                .as_str()
+                .is_some_and(|l| l.ends_with("garbage.pending.json")),
+            "{listing}"
+        );
+        assert!(unreadable[0]["reason"].as_str().is_some(), "{listing}");
+    });
+}
+
+/// The hostile-client pass (issue 39): SIGTERM stops the server while clients follow the
+/// events (an open page does, always): their streams end, and the server exits, instead of
+/// waiting for them for ever (and being killed mid-run by the supervisor's SIGKILL).
+#[test]
+fn sigterm_stops_the_server_while_clients_follow_the_events() {
+    let ws = Workspace::new();
+    let mut served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let rt = runtime();
+    let (mut all, mut one) = rt.block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        let all = served.events("/v1/events", None).await;
+        let one = served
+            .events(&format!("/v1/sessions/{session}/events"), None)
+            .await;
+        (all, one)
+    });
+    let pid = served.child.id().to_string();
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let start = Instant::now();
+    loop {
+        if let Some(status) = served.child.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "still serving 15 s after SIGTERM, with two clients following the events"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both streams ended (no event, no error past the end).
+    rt.block_on(async {
+        for events in [&mut all, &mut one] {
+            let end = tokio::time::timeout(WAIT, events.response.chunk())
+                .await
+                .expect("the stream ends");
+            assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+        }
+    });
+}
+
+/// The hostile-client pass (issue 39): a client that opens a connection and never finishes
+/// its request's headers (slowloris; it needs no token) is cut off after a bound, instead of
+/// holding the connection, and a file descriptor, for ever.
+#[test]
+fn a_client_that_never_finishes_its_headers_is_cut_off() {
+    use std::io::{Read, Write};
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let address = served.base.trim_start_matches("http://").to_owned();
+    let mut stream = std::net::TcpStream::connect(&address).expect("connect");
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        .expect("a part of the headers");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(25)))
+        .expect("timeout");
+    let start = Instant::now();
+    let mut buffer = [0u8; 256];
+    let read = stream.read(&mut buffer);
+    assert!(
+        read.is_ok() && start.elapsed() < Duration::from_secs(25),
+        "the connection is still open after {:?}: {read:?}",
+        start.elapsed()
+    );
+    // The server still answers others.
+    let mut other = std::net::TcpStream::connect(&address).expect("connect");
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("a request");
+    let mut answer = String::new();
+    other.read_to_string(&mut answer).expect("an answer");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// The hostile-client pass (issue 39): over HTTP an identity is the token's name, never what
+/// the body claims. With one unnamed token, a client that approves twice as `alice` and as
+/// `bob` does not meet a quorum of two (the body's `decidedBy` is no identity): the plan still
+/// waits, and the session stays in its mode.
+#[test]
+fn one_unnamed_token_cannot_meet_a_quorum_by_claiming_names() {
+    let ws = Workspace::new();
+    let shipped = std::fs::read_to_string(SHIPPED).expect("the shipped config");
+    let quorum = shipped.replacen("id = \"plan\"\n", "id = \"plan\"\napprovers = 2\n", 1);
+    assert_ne!(quorum, shipped, "the plan mode is found");
+    let config = ws.path().join("quorum.toml");
+    std::fs::write(&config, quorum).expect("config");
+    let spec = ws.path().join("sessions").display().to_string();
+    let served = Served::start_under(&ws, &spec, &config, &[]);
+    runtime().block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("an id")
+        );
+        for who in ["alice", "bob"] {
+            let decision =
+                json!({ "action": "approved", "sha256": entry["sha256"], "decidedBy": who });
+            let (status, answer) = served.post(&path, &decision.to_string()).await;
+            assert!(
+                status.is_client_error(),
+                "an approval claimed as {who} is refused: {status} {answer}"
+            );
+        }
+        let (_, view) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(view["modeId"], "plan", "{view}");
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+    });
+}

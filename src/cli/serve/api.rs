@@ -162,7 +162,8 @@ struct PageQuery {
 }
 
 /// `GET /v1/pending`: every pending decision of the store, oldest first, as `pending --json`
-/// lists each, a page at a time (`limit`, `cursor`; `nextCursor` while more follow).
+/// lists each, a page at a time (`limit`, `cursor`; `nextCursor` while more follow), and the
+/// records that cannot be read which the page met (`unreadable`, as `pending --json` says them).
 async fn pending(
     State(server): State<Arc<Server>>,
     query: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
@@ -204,9 +205,20 @@ async fn pending(
     for unread in &page.unread_allowances {
         warn_unread_allowances(&unread.session_id, &unread.reason);
     }
+    for record in &page.unreadable {
+        crate::cli::pending::warn_unreadable(
+            &record.session_id,
+            Some(&record.location),
+            &record.reason,
+        );
+    }
     let entries = &page.pending;
     let entries: Vec<Value> = entries.iter().map(super::page::with_shown).collect();
     let mut body = json!({ "pending": entries });
+    // As `pending --json` says them: a record that cannot be read is not dropped in silence.
+    if !page.unreadable.is_empty() {
+        body["unreadable"] = json!(page.unreadable);
+    }
     if let Some(next) = &page.next_cursor {
         body["nextCursor"] = Value::String(next.to_string());
     }
@@ -228,10 +240,18 @@ async fn decide(
     if !is_decision_id(&decision_id) {
         return no_such("decision");
     }
-    let data = match json_body(&body) {
+    let mut data = match json_body(&body) {
         Ok(data) => data,
         Err(why) => return unprocessable(&why),
     };
+    // Over HTTP who decided is the token's name, never what the body claims: a named token's
+    // name replaces it (below), and an unnamed token gives none, so one token cannot approve
+    // twice under two names and meet a quorum alone.
+    if caller.0.is_none()
+        && let Some(fields) = data.as_object_mut()
+    {
+        fields.remove("decidedBy");
+    }
     let handle = match server.session(&session_id).await {
         Ok(handle) => handle,
         Err(e) => return refused(&e),

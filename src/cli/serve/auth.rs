@@ -101,11 +101,17 @@ impl Tokens {
         self.generated.as_deref()
     }
 
-    /// Who holds the token of `header` (an `Authorization` value, `Bearer TOKEN`): `Some(name)`
+    /// Who holds the token of `header` (an `Authorization` value, `Bearer TOKEN`, the scheme in
+    /// any case): `Some(name)`
     /// (`None` inside for an unnamed token), or `None` when it is no token of the server's.
     /// Every token is compared, each in constant time.
     pub(crate) fn holder(&self, header: Option<&str>) -> Option<Option<&str>> {
-        let given = header?.strip_prefix("Bearer ")?.trim();
+        // The scheme is case-insensitive (RFC 9110, 11.1): `bearer TOKEN` is the same.
+        let (scheme, given) = header?.split_once(' ')?;
+        if !scheme.eq_ignore_ascii_case("bearer") {
+            return None;
+        }
+        let given = given.trim();
         let given = digest(given);
         let mut found = None;
         for token in &self.tokens {
@@ -159,6 +165,11 @@ mod tests {
         );
         assert_eq!(tokens.holder(Some("Bearer aaaaaaaaaaaaaaaa")), None);
         assert_eq!(tokens.holder(Some("aaaaaaaaaaaaaaaa1")), None);
+        assert_eq!(
+            tokens.holder(Some("bearer aaaaaaaaaaaaaaaa1")),
+            Some(Some("alice"))
+        );
+        assert_eq!(tokens.holder(Some("Basic aaaaaaaaaaaaaaaa1")), None);
         assert_eq!(tokens.holder(None), None);
     }
 

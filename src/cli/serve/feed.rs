@@ -41,16 +41,37 @@ struct Inner {
     /// too, so the live order is the id order.
     kept: Mutex<(u64, VecDeque<Item>)>,
     live: broadcast::Sender<Item>,
+    /// Set once the server stops ([`Feed::close`]): every stream ends.
+    closed: tokio::sync::watch::Sender<bool>,
 }
 
 impl Feed {
+    /// A feed whose ids start past every id an earlier run of the server gave: at the
+    /// microseconds since the epoch now, so a client that reconnects with the `Last-Event-ID`
+    /// of a server that was restarted is replayed all the new one keeps, not only what came
+    /// after that id's number.
     pub(crate) fn new() -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX / 2));
+        Self::starting_at(now.max(1))
+    }
+
+    /// A feed whose first event has id `first`.
+    fn starting_at(first: u64) -> Self {
         Self {
             inner: Arc::new(Inner {
-                kept: Mutex::new((1, VecDeque::new())),
+                kept: Mutex::new((first, VecDeque::new())),
                 live: broadcast::channel(LIVE).0,
+                closed: tokio::sync::watch::channel(false).0,
             }),
         }
+    }
+
+    /// Ends every stream, those open and those opened later: the server stops, and a client
+    /// that follows the events must not hold its shutdown (an open page always follows them).
+    pub(crate) fn close(&self) {
+        self.inner.closed.send_replace(true);
     }
 
     /// Adds an event of `session_id` whose JSON is `data`.
@@ -133,30 +154,44 @@ impl Feed {
         after: Option<u64>,
         session: Option<String>,
     ) -> impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static {
-        let (replay, live) = {
+        let (replay, live, after) = {
             let kept = self
                 .inner
                 .kept
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let live = self.inner.live.subscribe();
+            // An id this server never gave (of another run of it, or made up): every event
+            // kept is one the client has not seen.
+            let after = after.map(|id| match id < kept.0 {
+                true => id,
+                false => 0,
+            });
             let replay: VecDeque<Item> = match after {
                 Some(after) => kept.1.iter().filter(|i| i.id > after).cloned().collect(),
                 None => VecDeque::new(),
             };
-            (replay, live)
+            (replay, live, after)
         };
         let last = after.unwrap_or(0);
+        let closed = self.inner.closed.subscribe();
         futures_util::stream::unfold(
-            (replay, live, last, session),
-            |(mut replay, mut live, mut last, session)| async move {
+            (replay, live, last, session, closed),
+            |(mut replay, mut live, mut last, session, mut closed)| async move {
                 loop {
+                    if *closed.borrow() {
+                        return None;
+                    }
                     let item = match replay.pop_front() {
                         Some(item) => item,
-                        None => match live.recv().await {
-                            Ok(item) => item,
-                            // Too slow, or the server stops: the client is dropped.
-                            Err(_) => return None,
+                        None => tokio::select! {
+                            received = live.recv() => match received {
+                                Ok(item) => item,
+                                // Too slow, or the server stops: the client is dropped.
+                                Err(_) => return None,
+                            },
+                            // The server stops.
+                            _ = closed.wait_for(|closed| *closed) => return None,
                         },
                     };
                     if item.id <= last {
@@ -169,7 +204,7 @@ impl Feed {
                     let event = sse::Event::default()
                         .id(item.id.to_string())
                         .data(&*item.data);
-                    return Some((Ok(event), (replay, live, last, session)));
+                    return Some((Ok(event), (replay, live, last, session, closed)));
                 }
             },
         )
@@ -180,6 +215,49 @@ impl Feed {
 mod tests {
     use super::*;
     use futures_util::StreamExt;
+
+    /// The events a stream after `after` replays, of those kept (nothing new comes).
+    async fn replayed(feed: &Feed, after: u64) -> usize {
+        let mut stream = Box::pin(feed.stream(Some(after), None));
+        let mut got = 0;
+        while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(50), stream.next()).await
+        {
+            got += 1;
+        }
+        got
+    }
+
+    #[tokio::test]
+    async fn an_id_this_server_never_gave_replays_every_event_kept() {
+        let feed = Feed::starting_at(100);
+        feed.push("s", "{}".to_owned());
+        feed.push("s", "{}".to_owned());
+        assert_eq!(replayed(&feed, 99).await, 2);
+        assert_eq!(replayed(&feed, 100).await, 1);
+        assert_eq!(replayed(&feed, 101).await, 0);
+        // Of another run of the server, or made up: everything kept.
+        assert_eq!(replayed(&feed, 102).await, 2);
+        assert_eq!(replayed(&feed, u64::MAX).await, 2);
+    }
+
+    #[tokio::test]
+    async fn closing_ends_every_stream_open_or_opened_later() {
+        let feed = Feed::starting_at(1);
+        feed.push("s", "{}".to_owned());
+        let mut open = Box::pin(feed.stream(None, None));
+        let mut replaying = Box::pin(feed.stream(Some(0), None));
+        feed.close();
+        assert_eq!(ended(open.as_mut()).await, 0);
+        assert_eq!(ended(replaying.as_mut()).await, 0);
+        assert_eq!(ended(Box::pin(feed.stream(Some(0), None))).await, 0);
+    }
+
+    /// How many events `stream` gives before it ends (within 10 s).
+    async fn ended(stream: impl Stream + Unpin) -> usize {
+        tokio::time::timeout(Duration::from_secs(10), stream.count())
+            .await
+            .expect("the stream ends")
+    }
 
     #[tokio::test]
     async fn a_client_that_falls_behind_is_dropped_and_the_others_get_every_event() {

@@ -85,7 +85,7 @@ pub(crate) fn document() -> Value {
                     { "name": "cursor", "in": "query", "description": "The `nextCursor` of the previous page (`UPDATED_AT.SESSION_ID.DECISION_ID`); any other text is 422.", "schema": { "type": "string" } }
                 ],
                 "responses": {
-                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" } } })),
+                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" }, "unreadable": { "type": "array", "description": "The stored records that cannot be read which this page met, as `pending --json` says them: `sessionId`, `location`, `reason`.", "items": { "type": "object" } } } })),
                     "401": refusals["401"], "422": refusals["422"]
                 }
             } },

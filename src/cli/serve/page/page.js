@@ -254,8 +254,7 @@ function questionBody(node, shown) {
 
 function suspensionBody(node, shown, entry) {
   section(node, "What it shows", shownText("pre", "payload", shown.payload || ""));
-  const schema = JSON.stringify(entry.answerSchema, null, 2) || "";
-  section(node, "The answer it takes (JSON Schema)", el("pre", "schema", schema));
+  section(node, "The answer it takes (JSON Schema)", shownText("pre", "schema", shown.answerSchema || ""));
 }
 
 // --- Deciding -----------------------------------------------------------------------------
