@@ -45,10 +45,11 @@ use super::{
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
-mod kept;
+mod file_key;
 mod order;
 
-use kept::{FileKey, Kept};
+use super::kept::Kept;
+use file_key::FileKey;
 
 const PLAIN_SUFFIX: &str = ".json";
 /// The folder of the workspace allowances, one `<id>.json` each.
@@ -219,8 +220,8 @@ pub struct FileStore {
     fsyncs: Arc<AtomicU64>,
     /// How many record files were parsed ([`FileStore::records_read`]).
     parsed: Arc<AtomicU64>,
-    /// The pending records parsed, kept while their files stay unchanged ([`kept`]).
-    kept: Arc<Kept>,
+    /// The pending records parsed, kept while their files stay unchanged ([`file_key`]).
+    kept: Arc<Kept<FileKey>>,
     max_record_bytes: u64,
 }
 
@@ -439,21 +440,28 @@ impl FileStore {
     }
 
     /// The record in session `id`'s pending file: the one kept from an earlier reading while
-    /// the file is unchanged ([`kept`]), else read and parsed (and kept when it has settled).
+    /// the file is unchanged ([`file_key`]), else read and parsed (and kept when the file has
+    /// settled).
     fn read_pending_kept(&self, id: &str) -> Result<Option<Arc<SessionRecord>>, StoreError> {
         let path = self.path(id, PENDING_SUFFIX);
         if let Ok(meta) = std::fs::symlink_metadata(&path)
             && meta.file_type().is_file()
-            && let Some(record) = self.kept.get(id, FileKey::of(&meta))
+            && let Some(record) = self.kept.get(id, &FileKey::of(&meta))
         {
             return Ok(Some(record));
         }
         let read_at = std::time::SystemTime::now();
-        let Some((record, key)) = self.read_keyed(id, PENDING_SUFFIX)? else {
-            return Ok(None);
+        let read = self.read_keyed(id, PENDING_SUFFIX);
+        let Ok(Some((record, key))) = read else {
+            self.kept.forget(id);
+            return read.map(|_| None);
         };
         let record = Arc::new(record);
-        self.kept.keep(id, key, read_at, record.clone());
+        if key.settled(read_at) {
+            self.kept.keep(id, key, record.clone());
+        } else {
+            self.kept.forget(id);
+        }
         Ok(Some(record))
     }
 

@@ -702,3 +702,106 @@ fn a_file_store_listing_sees_a_same_size_rewrite_by_another_process() {
         );
     });
 }
+
+/// Two stores over the same data, as two processes open it: the file store and SQLite on the
+/// same path, PostgreSQL on the same schema.
+fn store_pairs() -> Vec<(
+    &'static str,
+    Arc<dyn SessionStore>,
+    Arc<dyn SessionStore>,
+    Box<dyn std::any::Any>,
+)> {
+    let mut pairs: Vec<(
+        &'static str,
+        Arc<dyn SessionStore>,
+        Arc<dyn SessionStore>,
+        Box<dyn std::any::Any>,
+    )> = Vec::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    let open = || Arc::new(FileStore::open(dir.path().join("sessions")).expect("file store"));
+    pairs.push(("file", open(), open(), Box::new(())));
+    pairs.last_mut().expect("pushed").3 = Box::new(dir);
+    #[cfg(feature = "sqlite")]
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        let open = || {
+            Arc::new(
+                agent_controller::store::SqliteStore::open(dir.path().join("s.db"))
+                    .expect("sqlite store"),
+            )
+        };
+        let (a, b) = (open(), open());
+        pairs.push(("sqlite", a, b, Box::new(dir)));
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = common::postgres::TestSchema::new() {
+        let open = || {
+            Arc::new(
+                agent_controller::store::PostgresStore::open(
+                    agent_controller::store::postgres::PostgresConfig::from_url(&schema.url)
+                        .expect("url"),
+                )
+                .expect("postgres store"),
+            )
+        };
+        let (a, b) = (open(), open());
+        pairs.push(("postgres", a, b, Box::new(schema)));
+    }
+    pairs
+}
+
+/// `load_many`, which lists a page's sessions, answers what is stored now on every store, even
+/// after another process saved the session again at the same size, or deleted it and started
+/// it again under the same id at version 1.
+#[test]
+fn load_many_sees_what_another_process_saved_on_every_store() {
+    runtime().block_on(async {
+        for (name, ours, theirs, _keep) in store_pairs() {
+            let titled = |version: u64, title: &str| -> SessionRecord {
+                let mut value =
+                    serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
+                value["version"] = json!(version);
+                value["pending"]["suspendPayload"]["title"] = json!(title);
+                value["pending"]["suspendPayload"]["sha256"] =
+                    json!(agent_controller::tool::submit_plan::sha256_hex(
+                        format!("# {title}\n\n1. step\n").as_bytes()
+                    ));
+                serde_json::from_value(value).expect("a record")
+            };
+            let loaded = |store: Arc<dyn SessionStore>| async move {
+                let loaded = store.load_many(&["s1", "s1"]).await.expect("load");
+                loaded
+                    .into_iter()
+                    .map(|each| {
+                        let record = each.expect("readable").expect("there");
+                        let title = record.pending_summaries()[0].title.clone();
+                        (record.version, title)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            theirs
+                .save(&titled(1, "Plan of s1"), None)
+                .await
+                .expect("save");
+            let first = (1, "Plan of s1".to_owned());
+            assert_eq!(loaded(ours.clone()).await, [first.clone(), first], "{name}");
+            theirs
+                .save(&titled(2, "Plan of t1"), Some(1))
+                .await
+                .expect("save");
+            let second = (2, "Plan of t1".to_owned());
+            assert_eq!(
+                loaded(ours.clone()).await,
+                [second.clone(), second],
+                "{name}"
+            );
+            assert!(theirs.delete("s1").await.expect("delete"), "{name}");
+            theirs
+                .save(&titled(1, "Plan of u1"), None)
+                .await
+                .expect("save");
+            let again = (1, "Plan of u1".to_owned());
+            assert_eq!(loaded(ours.clone()).await, [again.clone(), again], "{name}");
+        }
+    });
+}
