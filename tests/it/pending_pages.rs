@@ -703,24 +703,22 @@ fn a_file_store_listing_sees_a_same_size_rewrite_by_another_process() {
     });
 }
 
-/// Two stores over the same data, as two processes open it: the file store and SQLite on the
-/// same path, PostgreSQL on the same schema.
-fn store_pairs() -> Vec<(
+/// Two stores over the same data, and what keeps it (a folder, a schema).
+type Paired = (
     &'static str,
     Arc<dyn SessionStore>,
     Arc<dyn SessionStore>,
     Box<dyn std::any::Any>,
-)> {
-    let mut pairs: Vec<(
-        &'static str,
-        Arc<dyn SessionStore>,
-        Arc<dyn SessionStore>,
-        Box<dyn std::any::Any>,
-    )> = Vec::new();
+);
+
+/// Two stores over the same data, as two processes open it: the file store and SQLite on the
+/// same path, PostgreSQL on the same schema.
+fn store_pairs() -> Vec<Paired> {
+    let mut pairs: Vec<Paired> = Vec::new();
     let dir = tempfile::tempdir().expect("tmp");
     let open = || Arc::new(FileStore::open(dir.path().join("sessions")).expect("file store"));
-    pairs.push(("file", open(), open(), Box::new(())));
-    pairs.last_mut().expect("pushed").3 = Box::new(dir);
+    let (a, b) = (open(), open());
+    pairs.push(("file", a, b, Box::new(dir)));
     #[cfg(feature = "sqlite")]
     {
         let dir = tempfile::tempdir().expect("tmp");
