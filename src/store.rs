@@ -7,6 +7,7 @@
 //! on one pending plan therefore cannot both win, and no lock is held across an `await`.
 
 pub mod file;
+pub(crate) mod kept;
 pub mod listing;
 pub mod memory;
 pub mod pending_page;

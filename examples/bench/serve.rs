@@ -198,13 +198,18 @@ fn percentiles(mut samples: Vec<Duration>) -> (f64, f64) {
     (at(0.50), at(0.99))
 }
 
-/// Starts `count` sessions over the API, each with a plan waiting, 8 at a time.
+/// Starts `count` sessions over the API, each with a plan waiting, 8 at a time. Each asks for
+/// its own change, so the plan files (named by the title) differ: sessions started at once in
+/// one workspace would otherwise write and submit the same plan file, and one could find it
+/// emptied by another (its plan refused, never waiting).
 async fn fill(served: &Served, count: usize) {
-    let body = json!({ "modeId": "plan", "message": "Add dark mode" });
     let mut started = 0;
     while started < count {
         let batch = (count - started).min(8);
-        let posts = (0..batch).map(|_| served.post("/v1/sessions", &body));
+        let bodies: Vec<Value> = (started..started + batch)
+            .map(|n| json!({ "modeId": "plan", "message": format!("Add dark mode {n}") }))
+            .collect();
+        let posts = bodies.iter().map(|body| served.post("/v1/sessions", body));
         for (status, answer) in futures_util::future::join_all(posts).await {
             assert_eq!(status, 201, "{answer}");
         }

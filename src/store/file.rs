@@ -45,7 +45,11 @@ use super::{
 };
 
 const PENDING_SUFFIX: &str = ".pending.json";
+mod file_key;
 mod order;
+
+use super::kept::Kept;
+use file_key::FileKey;
 
 const PLAIN_SUFFIX: &str = ".json";
 /// The folder of the workspace allowances, one `<id>.json` each.
@@ -107,7 +111,16 @@ const MAX_ALLOWANCE_BYTES: u64 = 1 << 20;
 /// waiting, regular files only), refusing one of more than `limit` bytes. `Err(Ok(why))`: it
 /// cannot be used, and why; `Err(Err(e))`: the open or read failed.
 fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Result<String, std::io::Error>> {
+    read_regular_keyed(path, limit).map(|(bytes, _)| bytes)
+}
+
+/// [`read_regular`], with the key of the file read (from the handle it was read through).
+fn read_regular_keyed(
+    path: &Path,
+    limit: u64,
+) -> Result<(Vec<u8>, FileKey), Result<String, std::io::Error>> {
     let file = open_regular(path, OpenOptions::new().read(true))?;
+    let key = FileKey::of(&file.metadata().map_err(Err)?);
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -115,7 +128,7 @@ fn read_regular(path: &Path, limit: u64) -> Result<Vec<u8>, Result<String, std::
     if bytes.len() as u64 > limit {
         return Err(Ok(format!("it is larger than {limit} bytes")));
     }
-    Ok(bytes)
+    Ok((bytes, key))
 }
 
 /// Checks that the folder at `dir` is a folder and not a symlink to one: the store reads and
@@ -199,11 +212,16 @@ impl Drop for TempFile {
 }
 
 /// Sessions as JSON files in a directory, safe for several processes at once. Cheap to clone
-/// (clones share the fsync counter).
+/// (clones share the fsync and read counters, and the pending records kept between listings:
+/// [`SessionStore::list_pending_page`] parses only the pending files that changed since).
 #[derive(Debug, Clone)]
 pub struct FileStore {
     dir: PathBuf,
     fsyncs: Arc<AtomicU64>,
+    /// How many record files were parsed ([`FileStore::records_read`]).
+    parsed: Arc<AtomicU64>,
+    /// The pending records parsed, kept while their files stay unchanged ([`file_key`]).
+    kept: Arc<Kept<FileKey>>,
     max_record_bytes: u64,
 }
 
@@ -262,6 +280,8 @@ impl FileStore {
         let store = Self {
             dir,
             fsyncs: Arc::new(AtomicU64::new(0)),
+            parsed: Arc::new(AtomicU64::new(0)),
+            kept: Arc::new(Kept::default()),
             max_record_bytes: DEFAULT_MAX_RECORD_BYTES,
         };
         store.remove_residue()?;
@@ -314,6 +334,27 @@ impl FileStore {
     /// ```
     pub fn fsyncs(&self) -> u64 {
         self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// How many record files this store (and its clones) has read and parsed, for benchmarks
+    /// and tests: every [`SessionStore::load`] counts, a listing only the pending files that
+    /// changed since it last parsed them (or were modified within seconds of being read: file
+    /// times are too coarse to tell those apart from a rewrite in the same tick).
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::{FileStore, SessionStore};
+    /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
+    /// let dir = tempfile::tempdir()?;
+    /// let store = FileStore::open(dir.path())?;
+    /// assert!(store.load("s1").await?.is_none());
+    /// assert_eq!(store.records_read(), 0, "no file, nothing parsed");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// # })?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn records_read(&self) -> u64 {
+        self.parsed.load(Ordering::Relaxed)
     }
 
     /// Runs `work` (blocking file I/O) on tokio's blocking pool when a runtime is there, so
@@ -370,40 +411,80 @@ impl FileStore {
     /// Reads the record of `id` in its file with `suffix`; a corrupt record's error names the
     /// file.
     fn read(&self, id: &str, suffix: &str) -> Result<Option<SessionRecord>, StoreError> {
+        Ok(self.read_keyed(id, suffix)?.map(|(record, _)| record))
+    }
+
+    /// [`FileStore::read`], with the key of the file the record was read from.
+    fn read_keyed(
+        &self,
+        id: &str,
+        suffix: &str,
+    ) -> Result<Option<(SessionRecord, FileKey)>, StoreError> {
         let path = self.path(id, suffix);
         let corrupt = |message: String| StoreError::Corrupt {
             session_id: id.to_owned(),
             message: format!("{}: {message}", path.display()),
         };
-        let bytes = match read_regular(&path, self.max_record_bytes) {
-            Ok(bytes) => bytes,
+        let (bytes, key) = match read_regular_keyed(&path, self.max_record_bytes) {
+            Ok(read) => read,
             Err(Ok(why)) => return Err(corrupt(why)),
             Err(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(Err(e)) => return Err(backend(&format!("read {}", path.display()), e)),
         };
-        decode(id, &bytes).map(Some).map_err(|e| match e {
-            StoreError::Corrupt { message, .. } => corrupt(message),
-            other => other,
-        })
+        self.parsed.fetch_add(1, Ordering::Relaxed);
+        match decode(id, &bytes) {
+            Ok(record) => Ok(Some((record, key))),
+            Err(StoreError::Corrupt { message, .. }) => Err(corrupt(message)),
+            Err(other) => Err(other),
+        }
     }
 
-    /// When the record of `id` in its file with `suffix` was saved (its `updatedAt`), read
-    /// without parsing the rest of it; a record whose stamp cannot be read that way is read
-    /// whole (an older schema is migrated, a corrupt one is the error). `None` when the file is
-    /// gone.
-    fn updated_at_of(&self, id: &str, suffix: &str) -> Result<Option<u64>, StoreError> {
-        #[derive(serde::Deserialize)]
-        struct Stamp {
-            #[serde(rename = "updatedAt")]
-            updated_at: u64,
-        }
-        let path = self.path(id, suffix);
-        if let Ok(bytes) = read_regular(&path, self.max_record_bytes)
-            && let Ok(stamp) = serde_json::from_slice::<Stamp>(&bytes)
+    /// The record in session `id`'s pending file: the one kept from an earlier reading while
+    /// the file is unchanged ([`file_key`]), else read and parsed (and kept when the file has
+    /// settled).
+    fn read_pending_kept(&self, id: &str) -> Result<Option<Arc<SessionRecord>>, StoreError> {
+        let path = self.path(id, PENDING_SUFFIX);
+        if let Ok(meta) = std::fs::symlink_metadata(&path)
+            && meta.file_type().is_file()
+            && let Some(record) = self.kept.get(id, &FileKey::of(&meta))
         {
-            return Ok(Some(stamp.updated_at));
+            return Ok(Some(record));
         }
-        Ok(self.read(id, suffix)?.map(|r| r.updated_at))
+        let read_at = std::time::SystemTime::now();
+        let read = self.read_keyed(id, PENDING_SUFFIX);
+        let Ok(Some((record, key))) = read else {
+            self.kept.forget(id);
+            return read.map(|_| None);
+        };
+        let record = Arc::new(record);
+        if key.settled(read_at) {
+            self.kept.keep(id, key, record.clone());
+        } else {
+            self.kept.forget(id);
+        }
+        Ok(Some(record))
+    }
+
+    /// [`FileStore::read_current`] with the pending file read through
+    /// [`FileStore::read_pending_kept`]; the other names are read only when `others` (a
+    /// listing that saw no other file of the session in the directory passes `false`: a save
+    /// since then that left the pending name makes the session no longer pending there).
+    fn read_current_kept(
+        &self,
+        id: &str,
+        others: bool,
+    ) -> Result<Option<Arc<SessionRecord>>, StoreError> {
+        let mut current = self.read_pending_kept(id)?;
+        if others {
+            for suffix in [PLAIN_SUFFIX, RUNNING_SUFFIX] {
+                if let Some(record) = self.read(id, suffix)?
+                    && current.as_ref().is_none_or(|c| record.version > c.version)
+                {
+                    current = Some(Arc::new(record));
+                }
+            }
+        }
+        Ok(current)
     }
 
     /// The current record: of the possible names, the one with the highest version.
@@ -550,10 +631,20 @@ impl FileStore {
     /// The files whose name ends in `suffix` (and not in the pending or running suffix, for
     /// plain): the session ids, and apart the names that hold no session id.
     fn names_with(&self, suffix: &str) -> Result<Names, StoreError> {
+        let [plain, pending, running] = self.record_names()?;
+        Ok(match suffix {
+            PENDING_SUFFIX => pending,
+            RUNNING_SUFFIX => running,
+            _ => plain,
+        })
+    }
+
+    /// The record files of every suffix, in one reading of the directory: [`Names`] of the
+    /// plain, pending and running files, in that order ([`RECORD_SUFFIXES`]).
+    fn record_names(&self) -> Result<[Names; 3], StoreError> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|e| backend("read store directory", e))?;
-        let mut ids = Vec::new();
-        let mut odd = Vec::new();
+        let mut names: [Names; 3] = Default::default();
         for entry in entries {
             let entry = entry.map_err(|e| backend("read store directory", e))?;
             let name = entry.file_name();
@@ -561,20 +652,23 @@ impl FileStore {
             if name.starts_with(TEMP_PREFIX) {
                 continue;
             }
-            let id = match suffix {
-                PENDING_SUFFIX | RUNNING_SUFFIX => name.strip_suffix(suffix),
-                _ if name.ends_with(PENDING_SUFFIX) || name.ends_with(RUNNING_SUFFIX) => None,
-                _ => name.strip_suffix(suffix),
-            };
-            match id {
-                Some(id) if check_session_id(id).is_ok() => ids.push(id.to_owned()),
-                Some(id) => odd.push((id.to_owned(), entry.path())),
+            // The longer suffixes first: `<id>.pending.json` also ends in `.json`.
+            let found = [(1, PENDING_SUFFIX), (2, RUNNING_SUFFIX), (0, PLAIN_SUFFIX)]
+                .into_iter()
+                .find_map(|(at, suffix)| name.strip_suffix(suffix).map(|id| (at, id)));
+            match found {
+                Some((at, id)) if check_session_id(id).is_ok() => {
+                    names[at].ids.push(id.to_owned());
+                }
+                Some((at, id)) => names[at].odd.push((id.to_owned(), entry.path())),
                 None => {}
             }
         }
-        ids.sort();
-        odd.sort();
-        Ok(Names { ids, odd })
+        for each in &mut names {
+            each.ids.sort();
+            each.odd.sort();
+        }
+        Ok(names)
     }
 
     /// The report of a file named like a record of `suffix` whose name holds no session id
@@ -591,11 +685,21 @@ impl FileStore {
 }
 
 /// The files of one suffix in the store directory ([`FileStore::names_with`]).
+#[derive(Default)]
 struct Names {
     /// The session ids, sorted.
     ids: Vec<String>,
     /// The names (before the suffix, lossily as text) that are not session ids, and the paths.
     odd: Vec<(String, PathBuf)>,
+}
+
+impl Names {
+    /// Whether session `id` has a file of this suffix.
+    fn has(&self, id: &str) -> bool {
+        self.ids
+            .binary_search_by(|each| each.as_str().cmp(id))
+            .is_ok()
+    }
 }
 
 #[async_trait]
@@ -607,7 +711,8 @@ impl SessionStore for FileStore {
     }
 
     /// Every record in one blocking task (not one task per id), each read as
-    /// [`SessionStore::load`] reads it.
+    /// [`SessionStore::load`] reads it, except that a pending file unchanged since a listing
+    /// (or an earlier `load_many`) parsed it is not parsed again.
     async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<super::Loaded>, StoreError> {
         let ids: Vec<String> = session_ids.iter().map(|&id| id.to_owned()).collect();
         self.blocking(move |store| {
@@ -615,7 +720,7 @@ impl SessionStore for FileStore {
                 .iter()
                 .map(|id| {
                     check_session_id(id)?;
-                    store.read_current(id)
+                    Ok(store.read_current_kept(id, true)?.map(Arc::unwrap_or_clone))
                 })
                 .collect())
         })
@@ -638,12 +743,14 @@ impl SessionStore for FileStore {
     /// be read is reported in `unreadable` at that file's path (the reason names the file that
     /// failed), and so is a file of such a name that is not a regular file (a symlink, FIFO,
     /// folder: not followed, not waited on) or whose name holds no session id (reported under
-    /// the name before the suffix, which [`SessionStore::load`] refuses).
+    /// the name before the suffix, which [`SessionStore::load`] refuses). A pending file
+    /// unchanged since the store last parsed it is not parsed again
+    /// ([`FileStore::records_read`]).
     async fn list_pending(&self, now_ms: u64) -> Result<PendingListing, StoreError> {
         self.blocking(move |store| {
             let mut listing = PendingListing::default();
-            let running = store.names_with(RUNNING_SUFFIX)?;
-            let pending = store.names_with(PENDING_SUFFIX)?;
+            let [plain, pending, running] = store.record_names()?;
+            store.kept.retain(|id| pending.has(id));
             for (stem, path) in &running.odd {
                 listing
                     .unreadable
@@ -654,28 +761,29 @@ impl SessionStore for FileStore {
                     .unreadable
                     .push(FileStore::odd_name(stem, path, PENDING_SUFFIX));
             }
-            for id in running.ids {
-                match store.read_current(&id) {
+            for id in &running.ids {
+                match store.read_current(id) {
                     Ok(record) => listing
                         .interrupted
                         .extend(record.and_then(|r| r.interrupted_run(now_ms))),
                     Err(error) => listing.unreadable.push(UnreadableRecord::new(
-                        &id,
-                        store.path(&id, RUNNING_SUFFIX).display().to_string(),
+                        id,
+                        store.path(id, RUNNING_SUFFIX).display().to_string(),
                         &error,
                     )),
                 }
             }
-            for id in pending.ids {
-                match store.read_current(&id) {
+            for id in &pending.ids {
+                let others = plain.has(id) || running.has(id);
+                match store.read_current_kept(id, others) {
                     Ok(record) => listing
                         .pending
                         .extend(record.map(|r| r.pending_summaries()).unwrap_or_default()),
                     // Both names left by a crash mid-save: reported once.
-                    Err(_) if listing.unreadable.iter().any(|u| u.session_id == id) => {}
+                    Err(_) if listing.unreadable.iter().any(|u| u.session_id == *id) => {}
                     Err(error) => listing.unreadable.push(UnreadableRecord::new(
-                        &id,
-                        store.path(&id, PENDING_SUFFIX).display().to_string(),
+                        id,
+                        store.path(id, PENDING_SUFFIX).display().to_string(),
                         &error,
                     )),
                 }
@@ -686,11 +794,11 @@ impl SessionStore for FileStore {
         .await
     }
 
-    /// Reads the `updatedAt` of every `<id>.pending.json` (without parsing the rest), sorts,
-    /// and parses in full only the records of the page (from the cursor on). A record saved
-    /// between the two reads has moved on in the order and is left to a later page or listing.
-    /// The files that cannot be read, or whose names hold no session id, are reported on the
-    /// first page.
+    /// Reads every `<id>.pending.json` to place it by its `updatedAt`, parsing only the files
+    /// that changed since the store last parsed them (each is checked by `lstat`: see
+    /// [`FileStore::records_read`]), sorts, and fills the page from the cursor on with the
+    /// records already read. The files that cannot be read, or whose names hold no session
+    /// id, are reported on the first page.
     async fn list_pending_page(
         &self,
         after: Option<&PendingCursor>,
@@ -698,21 +806,25 @@ impl SessionStore for FileStore {
     ) -> Result<PendingPage, StoreError> {
         let after = after.cloned();
         self.blocking(move |store| {
-            let pending = store.names_with(PENDING_SUFFIX)?;
+            let [plain, pending, running] = store.record_names()?;
+            store.kept.retain(|id| pending.has(id));
             let mut unreadable = Vec::new();
-            let mut keyed: Vec<(u64, String)> = Vec::with_capacity(pending.ids.len());
-            for id in pending.ids {
-                match store.updated_at_of(&id, PENDING_SUFFIX) {
-                    Ok(Some(at)) => keyed.push((at, id)),
+            let mut keyed: Vec<(u64, &str, Arc<SessionRecord>)> =
+                Vec::with_capacity(pending.ids.len());
+            for id in &pending.ids {
+                let others = plain.has(id) || running.has(id);
+                match store.read_current_kept(id, others) {
+                    Ok(Some(record)) => keyed.push((record.updated_at, id, record)),
+                    // Deleted since the directory was read.
                     Ok(None) => {}
                     Err(error) => unreadable.push(UnreadableRecord::new(
-                        &id,
-                        store.path(&id, PENDING_SUFFIX).display().to_string(),
+                        id,
+                        store.path(id, PENDING_SUFFIX).display().to_string(),
                         &error,
                     )),
                 }
             }
-            keyed.sort();
+            keyed.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
             let mut fill = PageFill::new(after.as_ref(), limit);
             if after.is_none() {
                 for (stem, path) in &pending.odd {
@@ -721,24 +833,11 @@ impl SessionStore for FileStore {
                 fill.unreadable(unreadable);
             }
             let start = after.as_ref().map_or(0, |c| {
-                keyed.partition_point(|(at, id)| {
-                    (*at, id.as_str()) < (c.updated_at(), c.session_id())
-                })
+                keyed.partition_point(|(at, id, _)| (*at, *id) < (c.updated_at(), c.session_id()))
             });
-            for (at, id) in &keyed[start..] {
-                match store.read_current(id) {
-                    Ok(Some(record)) if record.updated_at == *at => {
-                        if fill.session(*at, id, record.pending_summaries()) {
-                            break;
-                        }
-                    }
-                    // Saved (or deleted) since its stamp was read.
-                    Ok(_) => {}
-                    Err(error) => fill.unreadable([UnreadableRecord::new(
-                        id,
-                        store.path(id, PENDING_SUFFIX).display().to_string(),
-                        &error,
-                    )]),
+            for (at, id, record) in &keyed[start..] {
+                if fill.session(*at, id, record.pending_summaries()) {
+                    break;
                 }
             }
             Ok(fill.finish())

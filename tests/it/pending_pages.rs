@@ -569,3 +569,237 @@ fn pending_entries_read_the_sessions_in_one_batch_and_each_workspace_once_on_eve
         });
     }
 }
+
+/// Sets the modification time of `path` back an hour: a file the store need not read again
+/// while it stays as it is.
+fn backdate(path: &std::path::Path) -> SystemTime {
+    let then = SystemTime::now() - Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_modified(then))
+        .expect("backdate");
+    then
+}
+
+/// A listing of a file store parses each pending record once while its file stays unchanged:
+/// the next listing, and the load of the page's sessions (`pending_entries`), read none again.
+#[test]
+fn the_file_store_parses_an_unchanged_pending_record_once() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = Arc::new(FileStore::open(dir.path()).expect("store"));
+        for n in 0..20 {
+            let id = format!("s{n:02}");
+            store
+                .save(&record(&id, 100 + n, 0, None, false), None)
+                .await
+                .expect("save");
+            backdate(&dir.path().join(format!("{id}.pending.json")));
+        }
+        let before = store.records_read();
+        let page = store.list_pending_page(None, 10).await.expect("page");
+        assert_eq!(page.pending.len(), 10);
+        assert_eq!(store.records_read() - before, 20, "each record read once");
+        let entries = agent_controller::session::pending_entries(&*store, page.pending).await;
+        assert_eq!(entries.pending.len(), 10);
+        let again = store
+            .list_pending_page(page.next_cursor.as_ref(), 10)
+            .await
+            .expect("page");
+        assert_eq!(again.pending.len(), 10);
+        let listing = store.list_pending_decisions().await.expect("listing");
+        assert_eq!(listing.pending.len(), 20);
+        assert_eq!(
+            store.records_read() - before,
+            20,
+            "no unchanged record read again"
+        );
+    });
+}
+
+/// A file store's listing sees what another process wrote, even when it kept the same size
+/// within the same second: saved again (renamed into place), and rewritten in place with its
+/// modification time put back.
+#[test]
+fn a_file_store_listing_sees_a_same_size_rewrite_by_another_process() {
+    runtime().block_on(async {
+        let dir = tempfile::tempdir().expect("tmp");
+        let ours = FileStore::open(dir.path()).expect("store");
+        let theirs = FileStore::open(dir.path()).expect("another process's store");
+        let path = dir.path().join("s1.pending.json");
+        let titled = |version: u64, title: &str| -> SessionRecord {
+            let mut value = serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
+            value["version"] = json!(version);
+            value["pending"]["suspendPayload"]["title"] = json!(title);
+            value["pending"]["suspendPayload"]["sha256"] =
+                json!(agent_controller::tool::submit_plan::sha256_hex(
+                    format!("# {title}\n\n1. step\n").as_bytes()
+                ));
+            serde_json::from_value(value).expect("a record")
+        };
+        let listed = |store: &FileStore| {
+            let store = store.clone();
+            async move {
+                let page = store.list_pending_page(None, 10).await.expect("page");
+                let listing = store.list_pending_decisions().await.expect("listing");
+                assert!(page.unreadable.is_empty(), "{:?}", page.unreadable);
+                assert!(listing.unreadable.is_empty(), "{:?}", listing.unreadable);
+                let loaded = store.load_many(&["s1"]).await.expect("load");
+                let loaded = loaded[0]
+                    .as_ref()
+                    .expect("readable")
+                    .as_ref()
+                    .expect("there");
+                (
+                    page.pending[0].title.clone(),
+                    listing.pending[0].title.clone(),
+                    loaded.version,
+                )
+            }
+        };
+        theirs
+            .save(&titled(1, "Plan of s1"), None)
+            .await
+            .expect("save");
+        let then = backdate(&path);
+        let size = std::fs::metadata(&path).expect("stat").len();
+        assert_eq!(
+            listed(&ours).await,
+            ("Plan of s1".to_owned(), "Plan of s1".to_owned(), 1)
+        );
+
+        // Saved again by the other process: the same size, the same second, the same mtime.
+        theirs
+            .save(&titled(2, "Plan of t1"), Some(1))
+            .await
+            .expect("save");
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_modified(then))
+            .expect("mtime put back");
+        assert_eq!(std::fs::metadata(&path).expect("stat").len(), size);
+        assert_eq!(
+            listed(&ours).await,
+            ("Plan of t1".to_owned(), "Plan of t1".to_owned(), 2)
+        );
+
+        // Rewritten in place (the same file), then its mtime put back.
+        let bytes = serde_json::to_vec(&titled(3, "Plan of u1")).expect("json");
+        assert_eq!(bytes.len() as u64, size);
+        let file = std::fs::File::options()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .expect("open");
+        std::io::Write::write_all(&mut &file, &bytes).expect("write");
+        file.set_modified(then).expect("mtime put back");
+        drop(file);
+        assert_eq!(
+            listed(&ours).await,
+            ("Plan of u1".to_owned(), "Plan of u1".to_owned(), 3)
+        );
+    });
+}
+
+/// Two stores over the same data, and what keeps it (a folder, a schema).
+type Paired = (
+    &'static str,
+    Arc<dyn SessionStore>,
+    Arc<dyn SessionStore>,
+    Box<dyn std::any::Any>,
+);
+
+/// Two stores over the same data, as two processes open it: the file store and SQLite on the
+/// same path, PostgreSQL on the same schema.
+fn store_pairs() -> Vec<Paired> {
+    let mut pairs: Vec<Paired> = Vec::new();
+    let dir = tempfile::tempdir().expect("tmp");
+    let open = || Arc::new(FileStore::open(dir.path().join("sessions")).expect("file store"));
+    let (a, b) = (open(), open());
+    pairs.push(("file", a, b, Box::new(dir)));
+    #[cfg(feature = "sqlite")]
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        let open = || {
+            Arc::new(
+                agent_controller::store::SqliteStore::open(dir.path().join("s.db"))
+                    .expect("sqlite store"),
+            )
+        };
+        let (a, b) = (open(), open());
+        pairs.push(("sqlite", a, b, Box::new(dir)));
+    }
+    #[cfg(feature = "postgres")]
+    if let Some(schema) = common::postgres::TestSchema::new() {
+        let open = || {
+            Arc::new(
+                agent_controller::store::PostgresStore::open(
+                    agent_controller::store::postgres::PostgresConfig::from_url(&schema.url)
+                        .expect("url"),
+                )
+                .expect("postgres store"),
+            )
+        };
+        let (a, b) = (open(), open());
+        pairs.push(("postgres", a, b, Box::new(schema)));
+    }
+    pairs
+}
+
+/// `load_many`, which lists a page's sessions, answers what is stored now on every store, even
+/// after another process saved the session again at the same size, or deleted it and started
+/// it again under the same id at version 1.
+#[test]
+fn load_many_sees_what_another_process_saved_on_every_store() {
+    runtime().block_on(async {
+        for (name, ours, theirs, _keep) in store_pairs() {
+            let titled = |version: u64, title: &str| -> SessionRecord {
+                let mut value =
+                    serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
+                value["version"] = json!(version);
+                value["pending"]["suspendPayload"]["title"] = json!(title);
+                value["pending"]["suspendPayload"]["sha256"] =
+                    json!(agent_controller::tool::submit_plan::sha256_hex(
+                        format!("# {title}\n\n1. step\n").as_bytes()
+                    ));
+                serde_json::from_value(value).expect("a record")
+            };
+            let loaded = |store: Arc<dyn SessionStore>| async move {
+                let loaded = store.load_many(&["s1", "s1"]).await.expect("load");
+                loaded
+                    .into_iter()
+                    .map(|each| {
+                        let record = each.expect("readable").expect("there");
+                        let title = record.pending_summaries()[0].title.clone();
+                        (record.version, title)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            theirs
+                .save(&titled(1, "Plan of s1"), None)
+                .await
+                .expect("save");
+            let first = (1, "Plan of s1".to_owned());
+            assert_eq!(loaded(ours.clone()).await, [first.clone(), first], "{name}");
+            theirs
+                .save(&titled(2, "Plan of t1"), Some(1))
+                .await
+                .expect("save");
+            let second = (2, "Plan of t1".to_owned());
+            assert_eq!(
+                loaded(ours.clone()).await,
+                [second.clone(), second],
+                "{name}"
+            );
+            assert!(theirs.delete("s1").await.expect("delete"), "{name}");
+            theirs
+                .save(&titled(1, "Plan of u1"), None)
+                .await
+                .expect("save");
+            let again = (1, "Plan of u1".to_owned());
+            assert_eq!(loaded(ours.clone()).await, [again.clone(), again], "{name}");
+        }
+    });
+}

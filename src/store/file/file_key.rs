@@ -1,0 +1,85 @@
+//! What proves a [`FileStore`](super::FileStore)'s pending file unchanged since its record was
+//! //! parsed ([`FileKey`]), so a listing keeps the record (`store/kept.rs`) and checks the file
+//! with one `lstat` the next time instead of parsing it again. A save renames a new file into
+//! place, so a record saved again is another inode; but an inode freed by one save can be handed to a later one, so the key is
+//! the device, inode, length, modification time and status-change time together (the last
+//! also changes when a file is rewritten in place with its modification time put back). File
+//! times are coarse (a clock tick, a second or two on some file systems): a file rewritten
+//! within the same tick as the one read before it could show the same key. So a record is
+//! kept only when its file was last modified more than [`SETTLE`] before it was read (as git
+//! re-reads "racily clean" index entries): any later write to that inode then carries a later
+//! modification time, and a record modified just now is parsed again at each listing until it
+//! settles.
+
+use std::fs::Metadata;
+use std::os::unix::fs::MetadataExt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long before its reading a file must have been last modified for its record to be kept:
+/// more than the coarsest file-time granularity in use (FAT's two seconds).
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// What identifies one content of a file (this module's docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct FileKey {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileKey {
+    /// The key of the file `meta` describes (from `lstat`, or `fstat` of an open handle).
+    pub(super) fn of(meta: &Metadata) -> Self {
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+
+    /// Whether a file of this key, read at `read_at` or later, was last modified more than
+    /// [`SETTLE`] before: a later write cannot show the same key, so its record may be kept.
+    pub(super) fn settled(&self, read_at: SystemTime) -> bool {
+        let (Ok(secs), Ok(nanos)) = (u64::try_from(self.mtime.0), u32::try_from(self.mtime.1))
+        else {
+            return false;
+        };
+        let modified = UNIX_EPOCH + Duration::new(secs, nanos);
+        modified + SETTLE <= read_at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_modified(at: SystemTime) -> FileKey {
+        let since = at.duration_since(UNIX_EPOCH).expect("after the epoch");
+        FileKey {
+            dev: 1,
+            ino: 2,
+            len: 3,
+            mtime: (since.as_secs() as i64, i64::from(since.subsec_nanos())),
+            ctime: (0, 0),
+        }
+    }
+
+    #[test]
+    fn a_file_modified_just_before_its_reading_is_not_settled() {
+        let now = SystemTime::now();
+        assert!(!key_modified(now).settled(now));
+        assert!(!key_modified(now - Duration::from_secs(1)).settled(now));
+        assert!(!key_modified(now + Duration::from_secs(60)).settled(now));
+        assert!(key_modified(now - SETTLE).settled(now));
+        assert!(key_modified(now - Duration::from_secs(3600)).settled(now));
+        let before_epoch = FileKey {
+            mtime: (-5, 0),
+            ..key_modified(now)
+        };
+        assert!(!before_epoch.settled(now));
+    }
+}
