@@ -89,8 +89,6 @@ pub struct PostgresStore {
     config: Arc<PostgresConfig>,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     ready: Arc<OnceCell<Ready>>,
-    /// The records [`SessionStore::load_many`] parsed, by the MD5 of their stored text.
-    kept: Arc<crate::store::kept::Kept<String>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -128,7 +126,6 @@ impl PostgresStore {
             config: Arc::new(config),
             tls,
             ready: Arc::new(OnceCell::new()),
-            kept: Arc::default(),
         })
     }
 
@@ -427,67 +424,28 @@ impl SessionStore for PostgresStore {
             return Ok(Vec::new());
         }
         let client = self.client().await?;
-        // The hash of each stored record first: the records kept from an earlier call whose
-        // text is unchanged are not read and parsed again.
-        let hashes = self
+        let stmt = self
             .prepare(
                 &client,
-                &format!("SELECT id, md5(record::text) FROM {TABLE} WHERE id = ANY($1)"),
+                &format!("SELECT id, record::text FROM {TABLE} WHERE id = ANY($1)"),
             )
             .await?;
         let rows = client
-            .query(&hashes, &[&session_ids])
+            .query(&stmt, &[&session_ids])
             .await
             .map_err(|e| self.db(e))?;
-        let mut found: std::collections::HashMap<String, Arc<SessionRecord>> =
-            std::collections::HashMap::new();
-        let mut stale: Vec<&str> = Vec::new();
-        for row in &rows {
-            let id: &str = row.get(0);
-            match self.kept.get(id, &row.get::<_, String>(1)) {
-                Some(record) => {
-                    found.insert(id.to_owned(), record);
-                }
-                None => stale.push(id),
-            }
-        }
-        // The texts that cannot be decoded: decoded again for each time their id is asked.
-        let mut failed: std::collections::HashMap<String, String> =
-            std::collections::HashMap::new();
-        if !stale.is_empty() {
-            let records = self
-                .prepare(
-                    &client,
-                    &format!(
-                        "SELECT id, md5(record::text), record::text FROM {TABLE} WHERE id = ANY($1)"
-                    ),
-                )
-                .await?;
-            let rows = client
-                .query(&records, &[&stale])
-                .await
-                .map_err(|e| self.db(e))?;
-            for row in &rows {
-                let id: String = row.get(0);
-                match decode(&id, row.get::<_, &str>(2).as_bytes()) {
-                    Ok(record) => {
-                        let record = Arc::new(record);
-                        self.kept.keep(&id, row.get(1), record.clone());
-                        found.insert(id, record);
-                    }
-                    Err(_) => {
-                        self.kept.forget(&id);
-                        failed.insert(id, row.get(2));
-                    }
-                }
-            }
-        }
-        // Each id asked, in order (an id asked twice, twice).
+        // The stored records by id, decoded for each id asked (an id asked twice, twice).
+        let found: std::collections::HashMap<String, String> = rows
+            .iter()
+            .map(|row| (row.get::<_, String>(0), row.get::<_, String>(1)))
+            .collect();
         Ok(session_ids
             .iter()
-            .map(|&id| match failed.get(id) {
-                Some(text) => decode(id, text.as_bytes()).map(Some),
-                None => Ok(found.get(id).map(|record| SessionRecord::clone(record))),
+            .map(|&id| {
+                found
+                    .get(id)
+                    .map(|text| decode(id, text.as_bytes()))
+                    .transpose()
             })
             .collect())
     }
