@@ -642,7 +642,7 @@ impl ConfigFacts {
     ///
     /// # Examples
     /// ```
-    /// use agent_controller::plan::PlanScopePolicy;
+    /// use agent_controller::tool::submit_plan::PlanScopePolicy;
     /// use agent_controller::testing::ConfigFacts;
     /// let facts = ConfigFacts::from_toml("[[modes]]\nid = \"plan\"\ntransitionsTo = \"build\"\nplanScope = \"enforce\"\n\n[[modes]]\nid = \"build\"\n")?;
     /// assert_eq!(facts.plan_scope(0), PlanScopePolicy::Enforce);
