@@ -1,8 +1,9 @@
 //! Parsed session records kept between listings ([`Kept`]), each with a key that proves the
 //! stored record unchanged: a host that lists the pending decisions of a big store again and
 //! again (`serve`'s `GET /v1/pending`, its store watch) parses only the records that changed.
-//! The file store keys a record by its file's identity and times (`file/file_key.rs`),
-//! PostgreSQL by the hash of the stored text that the database computes.
+//! The file store keys a record by its file's identity and times (`file/file_key.rs`); the
+//! key is a type parameter so that another store can key its records by what proves them
+//! unchanged there (PostgreSQL by a hash of the stored text was tried, and gained nothing).
 //! A record is used only when its key is read again from the store and matches, so what is
 //! kept is never staler than a read.
 

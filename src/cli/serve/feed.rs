@@ -163,10 +163,7 @@ impl Feed {
             let live = self.inner.live.subscribe();
             // An id this server never gave (of another run of it, or made up): every event
             // kept is one the client has not seen.
-            let after = after.map(|id| match id < kept.0 {
-                true => id,
-                false => 0,
-            });
+            let after = after.map(|id| if id < kept.0 { id } else { 0 });
             let replay: VecDeque<Item> = match after {
                 Some(after) => kept.1.iter().filter(|i| i.id > after).cloned().collect(),
                 None => VecDeque::new(),

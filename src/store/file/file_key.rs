@@ -1,10 +1,10 @@
 //! What proves a [`FileStore`](super::FileStore)'s pending file unchanged since its record was
-//! //! parsed ([`FileKey`]), so a listing keeps the record (`store/kept.rs`) and checks the file
+//! parsed ([`FileKey`]), so a listing keeps the record (`store/kept.rs`) and checks the file
 //! with one `lstat` the next time instead of parsing it again. A save renames a new file into
-//! place, so a record saved again is another inode; but an inode freed by one save can be handed to a later one, so the key is
-//! the device, inode, length, modification time and status-change time together (the last
-//! also changes when a file is rewritten in place with its modification time put back). File
-//! times are coarse (a clock tick, a second or two on some file systems): a file rewritten
+//! place, so a record saved again is another inode; but an inode freed by one save can be
+//! handed to a later one, so the key is the device, inode, length, modification time and
+//! status-change time together (the last also changes when a file is rewritten in place with
+//! its modification time put back). File times are coarse (a clock tick, a second or two on some file systems): a file rewritten
 //! within the same tick as the one read before it could show the same key. So a record is
 //! kept only when its file was last modified more than [`SETTLE`] before it was read (as git
 //! re-reads "racily clean" index entries): any later write to that inode then carries a later
