@@ -1713,6 +1713,34 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
         session_id: session_id.to_owned(),
         message,
     };
+    // A record of this version is read straight into its type, in one pass; anything else (an
+    // older or newer version, or bytes that do not read as a record) takes the general path,
+    // which migrates or says what is wrong.
+    let record = match serde_json::from_slice::<SessionRecord>(bytes) {
+        Ok(record) if record.schema_version == SCHEMA_VERSION => record,
+        _ => decode_any_version(session_id, bytes)?,
+    };
+    if record.session_id != session_id {
+        return Err(corrupt(format!(
+            "the record is stored as session `{session_id}` but names session `{}`",
+            record.session_id
+        )));
+    }
+    check_plan_hashes(&record).map_err(|why| {
+        corrupt(format!(
+            "{why}: the record was changed outside agent-controller, so what an approval would pin is not what it would show; it is refused and left as it is"
+        ))
+    })?;
+    Ok(record)
+}
+
+/// [`decode`]'s general path: the record read as JSON, its schema version checked, migrated
+/// from an older one ([`migrate`]), then read into its type.
+fn decode_any_version(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
+    let corrupt = |message: String| StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        message,
+    };
     let mut value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     let found = value
@@ -1730,20 +1758,7 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
         return Err(corrupt("schema version 0 was never written".to_owned()));
     }
     migrate(&mut value, found);
-    let record: SessionRecord =
-        serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
-    if record.session_id != session_id {
-        return Err(corrupt(format!(
-            "the record is stored as session `{session_id}` but names session `{}`",
-            record.session_id
-        )));
-    }
-    check_plan_hashes(&record).map_err(|why| {
-        corrupt(format!(
-            "{why}: the record was changed outside agent-controller, so what an approval would pin is not what it would show; it is refused and left as it is"
-        ))
-    })?;
-    Ok(record)
+    serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))
 }
 
 /// Checks that each plan text the record holds is the text its sha256 pins: the pending plan
@@ -1921,5 +1936,60 @@ mod spec_tests {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod decode_tests {
+    use super::{SCHEMA_VERSION, StoreError, decode, decode_any_version};
+
+    const ID: &str = "98e9b0f7-8dbb-4cb8-a046-ec18f5977194";
+
+    /// A record of this version, as a save writes it: the fixture (version 1) migrated.
+    fn current() -> Vec<u8> {
+        let old = include_bytes!("../tests/fixtures/records/pending.json");
+        let record = decode_any_version(ID, old).expect("the fixture reads");
+        assert_eq!(record.schema_version, SCHEMA_VERSION);
+        serde_json::to_vec(&record).expect("JSON")
+    }
+
+    /// A record of this version is read straight into its type: what that reads is what the
+    /// general path (JSON, version checked, migrated) reads, and a record the one-pass read
+    /// refuses (here a key twice, which the general path takes the last of) still reads as
+    /// it did.
+    #[test]
+    fn the_one_pass_read_of_this_version_reads_what_the_general_path_reads() {
+        let bytes = current();
+        let general = decode_any_version(ID, &bytes).expect("general");
+        assert_eq!(decode(ID, &bytes).expect("one pass"), general);
+
+        let text = String::from_utf8(bytes).expect("UTF-8");
+        let twice = text.replacen('{', r#"{"modeId":"elsewhere","#, 1);
+        assert!(serde_json::from_str::<super::SessionRecord>(&twice).is_err());
+        assert_eq!(decode(ID, twice.as_bytes()).expect("read"), general);
+    }
+
+    /// What is not this version takes the general path, and says so as it did.
+    #[test]
+    fn other_versions_are_migrated_or_refused_as_before() {
+        let text = String::from_utf8(current()).expect("UTF-8");
+        let newer = text.replacen(
+            &format!("\"schemaVersion\":{SCHEMA_VERSION}"),
+            &format!("\"schemaVersion\":{}", SCHEMA_VERSION + 1),
+            1,
+        );
+        assert!(matches!(
+            decode(ID, newer.as_bytes()),
+            Err(StoreError::NewerSchema { found, .. }) if found == u64::from(SCHEMA_VERSION) + 1
+        ));
+        let old = include_bytes!("../tests/fixtures/records/pending.json");
+        assert_eq!(
+            decode(ID, old).expect("migrated").schema_version,
+            SCHEMA_VERSION
+        );
+        assert!(matches!(
+            decode("another-id", text.as_bytes()),
+            Err(StoreError::Corrupt { .. })
+        ));
     }
 }
