@@ -502,6 +502,12 @@ impl CancelHandle {
         std::mem::take(&mut self.lock().next)
     }
 
+    /// Whether a cancel is kept for the session's next run (one given while no run was in
+    /// progress, not withdrawn).
+    pub(crate) fn is_kept(&self) -> bool {
+        self.lock().next
+    }
+
     /// Whether a run is in progress.
     ///
     /// # Examples

@@ -619,6 +619,30 @@ impl UnreadableRecord {
             reason,
         }
     }
+
+    /// The same report as a person must read it, as [`PendingSummary::shown`] gives a pending
+    /// decision's texts: its session id, location and reason each on one line, every character
+    /// that could hide or fake text as its escape ([`crate::display::neutralize_line_within`]),
+    /// nothing cut. A location is a path, and a path may hold any character.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::{StoreError, UnreadableRecord};
+    /// let error = StoreError::backend_message("not JSON");
+    /// let report = UnreadableRecord::new("s1", "/var/sessions\u{202e}/s1.json", &error);
+    /// let shown = report.shown();
+    /// assert_eq!(shown.location, "/var/sessions\\u{202e}/s1.json");
+    /// assert_eq!(shown.session_id, "s1");
+    /// ```
+    pub fn shown(&self) -> Self {
+        let line =
+            |text: &str| crate::display::neutralize_line_within(text, usize::MAX).into_owned();
+        Self {
+            session_id: line(&self.session_id),
+            location: line(&self.location),
+            reason: line(&self.reason),
+        }
+    }
 }
 
 impl SessionRecord {

@@ -140,6 +140,12 @@ pub(crate) fn serve(args: ServeArgs) -> Outcome {
 /// so a client that never finishes them (slowloris, no token needed) holds no connection.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a client may take to send a request's body, whole: past it the request is answered
+/// 408 and the connection closed ([`api`]), so a client that sends it a byte a minute holds no
+/// connection. Four times the largest plan (the body bound) comes in this time at about 1.2
+/// Mbit/s.
+const BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves `app` on each connection `listener` accepts (HTTP/1.1, each request's headers within
 /// [`HEADER_TIMEOUT`]) until `shutdown` ends; then takes no new connection, closes the idle
 /// ones, and waits for the requests in progress to be answered. What `axum::serve` with its
@@ -263,9 +269,12 @@ pub(crate) struct Server {
     /// One controller per workspace a session works in, config it runs under and model it
     /// runs with.
     controllers: Mutex<HashMap<(PathBuf, PathBuf, String), AgentController>>,
-    /// The sessions a request touched, each shared by every request since. Every run a
-    /// request starts is carried on by one of them, which stops it on shutdown
-    /// ([`Server::stop_runs`]).
+    /// The handles of the sessions in use ([`SessionHandle::in_use`]: a request holds one, a
+    /// run goes on), one per session, shared by every request that asks for it meanwhile.
+    /// Every run a request starts is carried on by one of them, which stops it on shutdown
+    /// ([`Server::stop_runs`]). A handle no longer in use is let go when the next is kept
+    /// ([`Server::keep_among`]), so the map holds about as many as are in use, however many
+    /// sessions were served; a session let go is restored from the store when asked for again.
     sessions: tokio::sync::Mutex<HashMap<String, SessionHandle>>,
     tokens: auth::Tokens,
     feed: feed::Feed,
@@ -387,16 +396,34 @@ impl Server {
             .restore_session(id, agent_controller::SessionOptions::new())
             .await?;
         let handle = SessionHandle::new(session);
-        sessions.insert(id.to_owned(), handle.clone());
+        Self::keep_among(&mut sessions, &handle);
         Ok(handle)
     }
 
     /// Keeps `handle` for later requests.
     async fn keep(&self, handle: &SessionHandle) {
-        self.sessions
-            .lock()
-            .await
-            .insert(handle.id().to_owned(), handle.clone());
+        Self::keep_among(&mut *self.sessions.lock().await, handle);
+    }
+
+    /// Keeps `handle` in `sessions`, and lets go of every other handle there that is no longer
+    /// in use ([`SessionHandle::in_use`]: no request holds it, no run goes on). Under the map's
+    /// lock, where handles are handed out: a handle let go is one no task holds, so every task
+    /// that holds a session still shares one handle.
+    fn keep_among(sessions: &mut HashMap<String, SessionHandle>, handle: &SessionHandle) {
+        sessions.retain(|_, kept| kept.in_use());
+        sessions.insert(handle.id().to_owned(), handle.clone());
+    }
+
+    /// Whether session `id` is one a store holds (or this server serves):
+    /// [`SessionError::UnknownSession`] when not.
+    async fn known(&self, id: &str) -> Result<(), SessionError> {
+        if self.sessions.lock().await.contains_key(id) {
+            return Ok(());
+        }
+        match self.setup.store.load(id).await? {
+            Some(_) => Ok(()),
+            None => Err(SessionError::UnknownSession(id.to_owned())),
+        }
     }
 
     /// On shutdown: cancels every run in progress of the sessions requests touched (each ends

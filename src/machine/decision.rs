@@ -635,6 +635,35 @@ impl Decision {
         Self::deserialize(value).map_err(|e| SessionError::MalformedDecision(e.to_string()))
     }
 
+    /// Whether this decision names what it approves: `Ok` for an approval pinned to a
+    /// `sha256` ([`Decision::with_sha256`]: a plan's `sha256`, a tool call's `argsSha256`, as
+    /// `pending --json` lists them) and for every decision that is no approval. A host whose
+    /// person approves what was shown to them, not whatever waits now, requires it: `serve`
+    /// does, so an approval sent from a page cannot approve a plan revised after the person
+    /// read it. Without a pin, [`Session::decide`](crate::Session::decide) approves what waits.
+    ///
+    /// # Errors
+    /// [`SessionError::MalformedDecision`] for an approval without a `sha256` (or a blank
+    /// one), naming the field.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::Decision;
+    /// assert!(Decision::approve().with_sha256("53fa").check_pinned().is_ok());
+    /// assert!(Decision::reject().check_pinned().is_ok());
+    /// let unpinned = Decision::approve().check_pinned().unwrap_err();
+    /// assert!(unpinned.to_string().contains("`sha256` is missing"));
+    /// ```
+    pub fn check_pinned(&self) -> Result<(), SessionError> {
+        let pinned = self.sha256.as_deref().is_some_and(|s| !s.trim().is_empty());
+        if self.action != DecisionAction::Approved || pinned {
+            return Ok(());
+        }
+        Err(SessionError::MalformedDecision(
+            "`sha256` is missing: an approval must name what it approves (the plan's `sha256`, or the tool call's `argsSha256`, as `pending --json` lists them)".to_owned(),
+        ))
+    }
+
     /// The feedback, trimmed; `None` when there is none or it is blank.
     /// Mastra's bare resume data for a suspended call, as an answer: a string, or an array of
     /// strings (`["a", "b"]`); `None` for anything else. An action's name alone (`"approved"`,

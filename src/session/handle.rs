@@ -253,6 +253,41 @@ impl SessionHandle {
         &self.inner.id
     }
 
+    /// Whether anything but this one handle holds the session: another clone of it (a
+    /// request, a task streaming its view), a run carried on in its task, an operation in
+    /// progress, or a cancel kept for its next run ([`SessionHandle::cancel`]). A host that
+    /// keeps a handle per session may let go of one that is not in use, and restore the
+    /// session from the store when it is asked for again; one in use it keeps, so every task
+    /// that holds the session shares one handle.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_controller::{AgentController, SessionOptions, config, model::scripted::ScriptedModel};
+    /// use agent_controller::session::SessionHandle;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let graph = config::parse("[[modes]]\nid = \"build\"\n", "modes.toml")?;
+    /// let controller = AgentController::builder(graph, Arc::new(ScriptedModel::new())).build()?;
+    /// let handle = SessionHandle::new(controller.start_session(SessionOptions::new()).await?);
+    /// assert!(!handle.in_use());
+    /// let request = handle.clone();
+    /// assert!(handle.in_use());
+    /// drop(request);
+    /// let run = handle.send_message("hello").await?;
+    /// assert!(handle.in_use() || run.is_finished(), "the run's task holds it");
+    /// run.outcome().await?;
+    /// assert!(!handle.in_use());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn in_use(&self) -> bool {
+        Arc::strong_count(&self.inner) > 1
+            || self.inner.session.try_lock().is_err()
+            || self.inner.cancel.is_kept()
+    }
+
     /// The session as it stands: read now when no operation holds it, else as the last
     /// operation left it with its mode and run state as its events since say.
     pub fn view(&self) -> SessionView {

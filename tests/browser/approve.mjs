@@ -8,6 +8,7 @@
 //   HOSTILE_TITLE  the title of the hostile plan (the text as `shown` writes it), rejected at
 //                  phone size with feedback
 //   QUESTION       the question to answer at phone size, and ANSWER the option to choose
+//   UNREADABLE     the session id of the one stored record that cannot be read
 // Exits non-zero, saying what went wrong, when the page does not behave.
 import { chromium } from "playwright-core";
 import { mkdirSync } from "node:fs";
@@ -25,6 +26,7 @@ const planTitle = env("PLAN_TITLE");
 const hostileTitle = env("HOSTILE_TITLE");
 const question = env("QUESTION");
 const answer = env("ANSWER");
+const unreadable = env("UNREADABLE");
 mkdirSync(artifacts, { recursive: true });
 
 const WAIT = 20_000;
@@ -97,6 +99,15 @@ async function desktop() {
   check(lines.includes("2. Make the change in small steps."), `the plan's text: ${JSON.stringify(lines)}`);
   const sha = await plan.locator(".sha256").textContent();
   check(/^sha256 [0-9a-f]{64}$/.test(sha), `the sha256 shown: ${sha}`);
+
+  step("the record that cannot be read is shown: how many, its session and why");
+  const unread = page.locator("#unreadable");
+  await unread.waitFor({ state: "visible", timeout: WAIT });
+  const unreadText = await unread.textContent();
+  check(unreadText.includes("1 stored record cannot be read"), `the count: ${unreadText}`);
+  check(unreadText.includes(`session ${unreadable}`), `its session: ${unreadText}`);
+  check(unreadText.includes("garbage.pending.json"), `where it is: ${unreadText}`);
+  check((await unread.locator("li").count()) === 1, `one record listed: ${unreadText}`);
 
   step("the hostile plan shows every character and runs nothing");
   const hostile = cardTitled(page, hostileTitle);

@@ -409,7 +409,8 @@ fn a_decision_body_with_steps_approves_only_those_steps() {
             "/v1/sessions/{session}/decisions/{}",
             entry["decisionId"].as_str().expect("as expected")
         );
-        let missing = json!({ "action": "approved", "steps": [1, 9] }).to_string();
+        let missing =
+            json!({ "action": "approved", "steps": [1, 9], "sha256": entry["sha256"] }).to_string();
         let (status, why) = served.post(&path, &missing).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{why}");
         assert!(why.to_string().contains("no step 9"), "{why}");
@@ -1741,5 +1742,170 @@ fn one_unnamed_token_cannot_meet_a_quorum_by_claiming_names() {
         assert_eq!(view["modeId"], "plan", "{view}");
         let still = served.waiting_in(&session).await;
         assert_eq!(still["decisionId"], entry["decisionId"]);
+    });
+}
+
+/// What a raw HTTP/1.1 client reads on `stream` until the server closes it, within `patience`:
+/// `None` when the connection is still open then.
+fn read_until_closed(stream: &mut std::net::TcpStream, patience: Duration) -> Option<String> {
+    use std::io::Read;
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while start.elapsed() < patience {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(1)))
+            .expect("timeout");
+        match stream.read(&mut buffer) {
+            Ok(0) => return Some(String::from_utf8_lossy(&got).into_owned()),
+            Ok(n) => got.extend_from_slice(&buffer[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            // Reset: closed too.
+            Err(_) => return Some(String::from_utf8_lossy(&got).into_owned()),
+        }
+    }
+    None
+}
+
+/// The hostile-client pass (issue 39): a client that sends a request's headers and then its
+/// body a byte at a time, never all of it (`Content-Length: 1000`, one byte sent), holds no
+/// connection for ever. With the token its request is answered 408 and the connection closed
+/// once the body has not all come within the bound; without one it is answered 401 at once,
+/// nothing read. An event stream opened before stays open past the bound: only bodies are
+/// timed.
+#[test]
+fn a_body_that_never_finishes_is_answered_408_and_the_connection_closed() {
+    use std::io::Write;
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    let rt = runtime();
+    let mut events = rt.block_on(served.events("/v1/events", None));
+    let address = served.base.trim_start_matches("http://").to_owned();
+    let slow = |token: Option<&str>| {
+        let mut stream = std::net::TcpStream::connect(&address).expect("connect");
+        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        let head = format!(
+            "POST /v1/sessions HTTP/1.1\r\nHost: {address}\r\n{auth}Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+        );
+        stream
+            .write_all(head.as_bytes())
+            .expect("the head and a byte");
+        stream
+    };
+    let mut stranger = slow(None);
+    let answer = read_until_closed(&mut stranger, Duration::from_secs(10))
+        .expect("without a token: answered and closed at once");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+
+    let mut holder = slow(Some(TOKEN));
+    let start = Instant::now();
+    let answer = read_until_closed(&mut holder, Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("still open after {:?}", start.elapsed()));
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"kind\":\"timeout\""), "{answer}");
+
+    // The event stream opened before the bound is still open: it gets the next event.
+    rt.block_on(async {
+        let (session, _) = served.plan_waiting().await;
+        events.until(|e| e["sessionId"] == session.as_str()).await;
+    });
+}
+
+/// The hostile-client pass (issue 39): the events of a session that no store holds are 404,
+/// as the session itself is, not a stream open for ever; those of a session the store holds
+/// are a stream.
+#[test]
+fn the_events_of_an_unknown_session_are_404() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let (status, why) = served.get("/v1/sessions/no-such-session").await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{why}");
+        let response = served
+            .client
+            .get(served.url("/v1/sessions/no-such-session/events"))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        let why: Value =
+            serde_json::from_str(&response.text().await.expect("a body")).expect("JSON");
+        assert_eq!(why["error"]["kind"], "not_found", "{why}");
+        let (session, _) = served.plan_waiting().await;
+        served
+            .events(&format!("/v1/sessions/{session}/events"), Some(0))
+            .await
+            .until(|e| e["sessionId"] == session.as_str())
+            .await;
+    });
+}
+
+/// The hostile-client pass (issue 39): over HTTP an approval pins what it approves. An
+/// approval without `sha256` (a page that approves "whatever waits now" could approve a plan
+/// revised after the person read it) is 422 saying the field is missing, and nothing changes;
+/// the same approval with the pin is taken.
+#[test]
+fn an_approval_without_its_sha256_is_422_and_changes_nothing() {
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let (session, entry) = served.plan_waiting().await;
+        let path = format!(
+            "/v1/sessions/{session}/decisions/{}",
+            entry["decisionId"].as_str().expect("an id")
+        );
+        for unpinned in [
+            json!({ "action": "approved" }),
+            json!({ "action": "approved", "targetModeId": "build", "feedback": "go" }),
+        ] {
+            let (status, why) = served.post(&path, &unpinned.to_string()).await;
+            assert_eq!(
+                status,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "{unpinned}: {why}"
+            );
+            assert_eq!(why["error"]["kind"], "invalid_input", "{why}");
+            let message = why["error"]["message"].as_str().expect("a message");
+            assert!(message.contains("`sha256`"), "{message}");
+        }
+        let (_, view) = served.get(&format!("/v1/sessions/{session}")).await;
+        assert_eq!(view["modeId"], "plan", "{view}");
+        let still = served.waiting_in(&session).await;
+        assert_eq!(still["decisionId"], entry["decisionId"]);
+        let pinned = json!({ "action": "approved", "sha256": entry["sha256"] }).to_string();
+        let (status, taken) = served.post(&path, &pinned).await;
+        assert_eq!(status, StatusCode::OK, "{taken}");
+        assert_eq!(taken["modeId"], "build", "{taken}");
+    });
+}
+
+/// The hostile-client pass (issue 39): a record that cannot be read is listed with `shown`,
+/// its session id, location and reason as a person must read them (every character that could
+/// hide or fake text as its escape), as every other text the page draws is: here a store
+/// whose directory name holds a bidi override.
+#[test]
+fn an_unreadable_record_is_shown_with_every_character_visible() {
+    let ws = Workspace::new();
+    let dir = ws.path().join("sessions\u{202e}txt");
+    let served = Served::start(&ws, &dir.display().to_string());
+    runtime().block_on(async {
+        served.plan_waiting().await;
+        std::fs::write(dir.join("garbage.pending.json"), "{ not json").expect("garbage");
+        let (status, listing) = served.get("/v1/pending").await;
+        assert_eq!(status, StatusCode::OK, "{listing}");
+        let shown = &listing["unreadable"][0]["shown"];
+        assert_eq!(shown["sessionId"], "garbage", "{listing}");
+        let location = shown["location"].as_str().expect("a location");
+        assert!(location.contains("sessions\\u{202e}txt"), "{location}");
+        assert!(!location.contains('\u{202e}'), "{location}");
+        assert!(shown["reason"].as_str().is_some(), "{listing}");
+        // The record as stored is listed too, for a client that acts on it.
+        let raw = listing["unreadable"][0]["location"].as_str().expect("raw");
+        assert!(raw.contains('\u{202e}'), "{raw}");
     });
 }

@@ -1,7 +1,7 @@
 //! The approval page of `agent-controller serve`: its headers and assets over plain HTTP, and the
 //! page itself in a real browser. The browser test starts the `serve` binary on loopback (port 0,
 //! the scripted model, a file store), lets three sessions wait (a plan, a hostile plan, a
-//! question), and runs `tests/browser/approve.mjs`: playwright-core (pinned by
+//! question; a stored record that cannot be read beside them), and runs `tests/browser/approve.mjs`: playwright-core (pinned by
 //! `tests/browser/package-lock.json`) driving Debian's chromium headless, at desktop size and at
 //! 390x844. It enters the token, sees the plan's title and text, approves it (a second open page
 //! sees it go), rejects the hostile plan with feedback and a comment (its `<script>`, bidi
@@ -253,6 +253,10 @@ async fn a_real_browser_approves_rejects_and_answers_on_the_page() {
         .waiting("ask me which database to use: Postgres, SQLite")
         .await;
 
+    // A stored record that cannot be read: the page says so, with its session and why.
+    let garbage = Path::new(&served.store).join("garbage.pending.json");
+    std::fs::write(&garbage, "{ not json").expect("a garbage record");
+
     let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser-artifacts");
     let _ = std::fs::remove_dir_all(&artifacts);
     let mut child = Command::new("node")
@@ -270,6 +274,7 @@ async fn a_real_browser_approves_rejects_and_answers_on_the_page() {
         )
         .env("QUESTION", "Which database to use?")
         .env("ANSWER", "SQLite")
+        .env("UNREADABLE", "garbage")
         .stdin(Stdio::null())
         .spawn()
         .expect("node runs (Node 20 is needed for the browser test)");
@@ -304,6 +309,7 @@ async fn a_real_browser_approves_rejects_and_answers_on_the_page() {
         );
     }
 
+    std::fs::remove_file(&garbage).expect("the garbage record goes");
     // The CLI sees where each session went: the approved plan handed over to `build`; the
     // rejected one and the answered question still plan.
     let start = Instant::now();

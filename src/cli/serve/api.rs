@@ -6,14 +6,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agent_controller::SessionError;
 use agent_controller::allowance::Allowance;
 use agent_controller::plan_report::PlanReport;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
-use agent_controller::store::{PendingCursor, check_session_id};
+use agent_controller::store::{PendingCursor, UnreadableRecord, check_session_id};
+use agent_controller::{Decision, SessionError};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{FromRequest, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{KeepAlive, Sse};
@@ -22,7 +22,7 @@ use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{BODY_LIMIT, Server};
+use super::{BODY_LIMIT, BODY_TIMEOUT, Server};
 
 /// The most pending decisions one `GET /v1/pending` answers with.
 const MAX_PAGE: usize = 1000;
@@ -45,6 +45,9 @@ pub(crate) fn router(server: Arc<Server>) -> Router {
         .route("/v1/sessions/{session_id}/events", get(session_events))
         .route("/v1/events", get(events))
         .route("/v1/openapi.json", get(openapi))
+        // Inside the token check: a request without a token is answered before its body is
+        // read.
+        .route_layer(middleware::from_fn(body_in_time))
         .route_layer(middleware::from_fn_with_state(server.clone(), authorize));
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
@@ -85,6 +88,39 @@ async fn authorize(
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 header::HeaderValue::from_static("Bearer"),
+            );
+            response
+        }
+    }
+}
+
+/// Reads a request's body whole before the route does, within [`BODY_TIMEOUT`]: a client that
+/// sends its body slower than that (`Content-Length: 1000`, then a byte a minute) is answered
+/// 408 and its connection closed, instead of holding the connection and a task for ever. A
+/// request without a body (an event stream's `GET`) passes at once: a stream is never timed.
+/// A body over the bound is 413, as the route's own read says it.
+async fn body_in_time(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    // The same parts, so the read keeps the router's body limit.
+    let whole = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    match tokio::time::timeout(BODY_TIMEOUT, whole).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Ok(Err(rejection)) => rejection.into_response(),
+        Err(_) => {
+            let mut response = failure(
+                StatusCode::REQUEST_TIMEOUT,
+                "timeout",
+                &format!(
+                    "the request's body did not all come within {} seconds",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            );
+            response.headers_mut().insert(
+                header::CONNECTION,
+                header::HeaderValue::from_static("close"),
             );
             response
         }
@@ -217,7 +253,8 @@ async fn pending(
     let mut body = json!({ "pending": entries });
     // As `pending --json` says them: a record that cannot be read is not dropped in silence.
     if !page.unreadable.is_empty() {
-        body["unreadable"] = json!(page.unreadable);
+        let unreadable: Vec<Value> = page.unreadable.iter().map(unreadable_with_shown).collect();
+        body["unreadable"] = Value::Array(unreadable);
     }
     if let Some(next) = &page.next_cursor {
         body["nextCursor"] = Value::String(next.to_string());
@@ -225,8 +262,16 @@ async fn pending(
     axum::Json(body).into_response()
 }
 
+/// A record that cannot be read as `GET /v1/pending` lists it: as `pending --json` says it,
+/// and `shown`, its texts as a person must read them ([`UnreadableRecord::shown`]).
+fn unreadable_with_shown(record: &UnreadableRecord) -> Value {
+    let mut value = json!(record);
+    value["shown"] = json!(record.shown());
+    value
+}
+
 /// `POST /v1/sessions/{sessionId}/decisions/{decisionId}`: the decision JSON `decide --json`
-/// takes; 200 with the decision once saved ([`agent_controller::session::DecisionTaken`]), the
+/// takes; an approval pinned to what it approves (`sha256`, [`Decision::check_pinned`]); 200 with the decision once saved ([`agent_controller::session::DecisionTaken`]), the
 /// run carried on in the background.
 async fn decide(
     State(server): State<Arc<Server>>,
@@ -256,6 +301,13 @@ async fn decide(
         Ok(handle) => handle,
         Err(e) => return refused(&e),
     };
+    // A person approves what the page showed them, never whatever waits now (a plan revised
+    // since). What is no decision object (a bare answer) is read, or refused, below.
+    if let Ok(decision) = Decision::from_json(&data)
+        && let Err(e) = decision.check_pinned()
+    {
+        return refused(&e);
+    }
     match handle
         .decide_json_via(
             &decision_id,
@@ -447,7 +499,8 @@ async fn events(State(server): State<Arc<Server>>, headers: HeaderMap) -> Respon
         .into_response()
 }
 
-/// `GET /v1/sessions/{id}/events`: the events of one session, as Server-Sent Events.
+/// `GET /v1/sessions/{id}/events`: the events of one session, as Server-Sent Events; 404 for
+/// a session no store holds, as `GET /v1/sessions/{id}` is.
 async fn session_events(
     State(server): State<Arc<Server>>,
     Path(session_id): Path<String>,
@@ -455,6 +508,9 @@ async fn session_events(
 ) -> Response {
     if !is_session_id(&session_id) {
         return no_such("session");
+    }
+    if let Err(e) = server.known(&session_id).await {
+        return refused(&e);
     }
     let stream = server
         .feed
@@ -547,6 +603,42 @@ mod tests {
             .await
             .expect("a body");
         serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    /// Issue 39: the server keeps a session's handle only while something holds it (a
+    /// request, a run in progress): with many sessions touched one after the other, the
+    /// handles kept stay few, and a session let go is served again from the store.
+    #[tokio::test]
+    async fn the_handles_kept_stay_few_however_many_sessions_are_touched() {
+        let dir = tempfile::tempdir().expect("a workspace");
+        let model = Arc::new(Gated {
+            inner: ScriptedModel::new(),
+            armed: AtomicBool::new(false),
+            called: tokio::sync::Notify::new(),
+        });
+        let (server, _store) = server(dir.path(), model);
+        let mut ids = Vec::new();
+        for n in 0..40 {
+            let body = json!({ "modeId": "plan", "message": format!("Plan {n}") }).to_string();
+            let started = start_session(State(server.clone()), Bytes::from(body)).await;
+            assert_eq!(started.status(), StatusCode::CREATED);
+            let id = json_of(started).await["sessionId"]
+                .as_str()
+                .expect("an id")
+                .to_owned();
+            // Its first run ends (a plan waits), and the request that looked is done.
+            let looked = super::session(State(server.clone()), Path(id.clone())).await;
+            assert_eq!(looked.status(), StatusCode::OK);
+            drop(server.session(&id).await.expect("served").lock().await);
+            ids.push(id);
+        }
+        let kept = server.sessions.lock().await.len();
+        assert!(kept <= 2, "{kept} handles kept for 40 sessions");
+        // The first, let go long ago, is served again from the store, plan waiting.
+        let again = super::session(State(server.clone()), Path(ids[0].clone())).await;
+        assert_eq!(again.status(), StatusCode::OK);
+        let view = json_of(again).await;
+        assert_eq!(view["pending"].as_array().map(Vec::len), Some(1), "{view}");
     }
 
     /// Issue 39: a client that hangs up after its decision is saved, before the handler takes

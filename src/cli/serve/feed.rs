@@ -2,7 +2,9 @@
 //! of the sessions this server runs, as `--json` prints them, and what the store shows other
 //! processes did (`decision_waiting`, `decision_settled`), each with an id. The last
 //! [`KEPT`] are kept, so a client that reconnects with `Last-Event-ID` gets what it missed; a
-//! client that falls [`LIVE`] events behind is dropped and never holds up the others.
+//! client that falls [`LIVE`] events behind is dropped (its stream ends, so it reconnects) and
+//! never holds up the others. Events the feed itself missed (it fell behind a controller) are
+//! told to every client, `events_missed`, never skipped in silence.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -26,7 +28,8 @@ pub(crate) const LIVE: usize = 1024;
 #[derive(Clone, Debug)]
 pub(crate) struct Item {
     id: u64,
-    session_id: Arc<str>,
+    /// The session it is of; `None` for one of every session ([`Feed::missed`]).
+    session_id: Option<Arc<str>>,
     data: Arc<str>,
 }
 
@@ -76,6 +79,19 @@ impl Feed {
 
     /// Adds an event of `session_id` whose JSON is `data`.
     pub(crate) fn push(&self, session_id: &str, data: String) {
+        self.add(Some(Arc::from(session_id)), data);
+    }
+
+    /// Adds `{"type": "events_missed", "missed": N}`, to the streams of every session: the
+    /// feed fell behind a controller's events and `missed` of them are gone, for every client
+    /// and every replay. A client that gets it reads again what it shows (what waits, a
+    /// session's state) instead of missing events in silence.
+    fn missed(&self, missed: u64) {
+        let data = serde_json::json!({ "type": "events_missed", "missed": missed }).to_string();
+        self.add(None, data);
+    }
+
+    fn add(&self, session_id: Option<Arc<str>>, data: String) {
         let mut kept = self
             .inner
             .kept
@@ -83,7 +99,7 @@ impl Feed {
             .unwrap_or_else(PoisonError::into_inner);
         let item = Item {
             id: kept.0,
-            session_id: Arc::from(session_id),
+            session_id,
             data: Arc::from(data),
         };
         kept.0 += 1;
@@ -109,6 +125,7 @@ impl Feed {
                         note!(
                             "warning: serve: {missed} session events were missed (too many at once)"
                         );
+                        feed.missed(missed);
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
@@ -195,7 +212,12 @@ impl Feed {
                         continue;
                     }
                     last = item.id;
-                    if session.as_deref().is_some_and(|s| s != &*item.session_id) {
+                    let of_another = match (&session, &item.session_id) {
+                        (Some(wanted), Some(of)) => wanted.as_str() != &**of,
+                        // Not filtered, or of every session.
+                        _ => false,
+                    };
+                    if of_another {
                         continue;
                     }
                     let event = sse::Event::default()
@@ -254,6 +276,54 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), stream.count())
             .await
             .expect("the stream ends")
+    }
+
+    /// An event of session `id`, as a controller sends it.
+    fn started(id: &str) -> Event {
+        Event::SessionStarted {
+            session_id: Arc::from(id),
+            mode_id: Arc::from("plan"),
+        }
+    }
+
+    /// The events `stream` gives until none comes for a while, as JSON.
+    async fn drained(
+        stream: impl Stream<Item = Result<sse::Event, Infallible>> + Unpin,
+    ) -> Vec<String> {
+        let mut stream = stream;
+        let mut got = Vec::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(Duration::from_millis(200), stream.next()).await
+        {
+            got.push(format!("{event:?}"));
+        }
+        got
+    }
+
+    /// Issue 39: when the feed falls behind a controller's events (its broadcast lags), the
+    /// events it missed are gone for every client, and a replay cannot give them back: the
+    /// clients are told, by an `events_missed` event in order where they were lost (to the
+    /// streams of every session), never left to skip them in silence.
+    #[tokio::test(flavor = "current_thread")]
+    async fn events_the_feed_missed_are_told_to_every_client_in_order() {
+        let feed = Feed::starting_at(1);
+        let mut all = Box::pin(feed.stream(None, None));
+        let mut one = Box::pin(feed.stream(None, Some("s".to_owned())));
+        let (sender, receiver) = broadcast::channel(2);
+        // The follower does not run before this task waits: the channel overflows first.
+        feed.follow(receiver);
+        for _ in 0..5 {
+            sender.send(started("s")).expect("a receiver");
+        }
+        drop(sender);
+        for stream in [&mut all, &mut one] {
+            let got = drained(stream.as_mut()).await;
+            assert_eq!(got.len(), 3, "{got:#?}");
+            // `{"type":"events_missed","missed":3}`, as the SSE event's debug text escapes it.
+            assert!(got[0].contains("events_missed"), "{got:#?}");
+            assert!(got[0].contains("missed\\\":3"), "{got:#?}");
+            assert!(got[1].contains("session_started"), "{got:#?}");
+        }
     }
 
     #[tokio::test]

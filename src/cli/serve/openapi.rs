@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::BODY_LIMIT;
+use super::{BODY_LIMIT, BODY_TIMEOUT};
 
 /// The document.
 pub(crate) fn document() -> Value {
@@ -15,6 +15,7 @@ pub(crate) fn document() -> Value {
         "401": answer("No token, or not one of this server's."),
         "404": answer("No such session or decision (an id that is no id is not looked up)."),
         "409": answer("The decision was taken already, expired, or pins other content (sha256); the session is busy; or the config the server would carry the session on under lets its modes do more than the one it ran under."),
+        "408": answer(&format!("The body did not all come within {} seconds; the connection is closed.", BODY_TIMEOUT.as_secs())),
         "413": { "description": format!("The body is over {BODY_LIMIT} bytes.") },
         "422": answer("The body is not JSON, or not what the route takes."),
     });
@@ -24,7 +25,7 @@ pub(crate) fn document() -> Value {
     let session_id = json!({ "name": "sessionId", "in": "path", "required": true, "schema": { "type": "string" } });
     let decision_id = json!({ "name": "decisionId", "in": "path", "required": true, "schema": { "type": "string" } });
     let events = json!({
-        "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did), each with an `id:`; reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
+        "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did, `events_missed` when the server itself missed some: read the state again), each with an `id:`. A client that falls 1,024 events behind gets the end of its stream: reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
         "401": refusals["401"],
     });
     let mut session_events = events.clone();
@@ -85,14 +86,14 @@ pub(crate) fn document() -> Value {
                     { "name": "cursor", "in": "query", "description": "The `nextCursor` of the previous page (`UPDATED_AT.SESSION_ID.DECISION_ID`); any other text is 422.", "schema": { "type": "string" } }
                 ],
                 "responses": {
-                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" }, "unreadable": { "type": "array", "description": "The stored records that cannot be read which this page met, as `pending --json` says them: `sessionId`, `location`, `reason`.", "items": { "type": "object" } } } })),
+                    "200": json_of(json!({ "type": "object", "required": ["pending"], "properties": { "pending": { "type": "array", "items": { "allOf": [ { "$ref": "#/components/schemas/PendingEntry" }, { "type": "object", "required": ["shown"], "properties": { "shown": { "type": "object", "description": "The entry's texts as a person must read them (`PendingSummary::shown`): every hidden or control character as its escape, nothing cut." } } } ] } }, "nextCursor": { "type": "string" }, "unreadable": { "type": "array", "description": "The stored records that cannot be read which this page met, as `pending --json` says them: `sessionId`, `location`, `reason`, and `shown`, the same three as a person must read them (every hidden or control character as its escape).", "items": { "type": "object" } } } })),
                     "401": refusals["401"], "422": refusals["422"]
                 }
             } },
             "/v1/sessions": { "post": {
                 "summary": "Start a session and its first run (in the background).",
                 "requestBody": json_of(json!({ "type": "object", "required": ["message"], "properties": { "modeId": { "type": "string" }, "message": { "type": "string" }, "workspace": { "type": "string" } }, "additionalProperties": false })),
-                "responses": { "201": json_of(session_view.clone()), "401": refusals["401"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+                "responses": { "201": json_of(session_view.clone()), "401": refusals["401"], "408": refusals["408"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
             } },
             "/v1/sessions/{sessionId}": { "get": {
                 "summary": "The session's mode, latest run and what waits, the allowances in force and the last plan report (planReport).",
@@ -103,7 +104,7 @@ pub(crate) fn document() -> Value {
                 "summary": "Send a message: a run starts in the background.",
                 "parameters": [session_id],
                 "requestBody": json_of(json!({ "type": "object", "required": ["message"], "properties": { "message": { "type": "string" } }, "additionalProperties": false })),
-                "responses": { "202": json_of(session_view), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+                "responses": { "202": json_of(session_view), "401": refusals["401"], "404": refusals["404"], "408": refusals["408"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
             } },
             "/v1/sessions/{sessionId}/cancel": { "post": {
                 "summary": "Cancel the session's run in progress (or its next run).",
@@ -114,7 +115,7 @@ pub(crate) fn document() -> Value {
                 "summary": "Decide: approve (pinned by sha256, with a target, an edited plan, comments), reject with feedback, or answer. Answers once the decision is saved; the run goes on in the background.",
                 "parameters": [session_id, decision_id],
                 "requestBody": json_of(json!({ "$ref": "#/components/schemas/Decision" })),
-                "responses": { "200": json_of(json!({ "$ref": "#/components/schemas/DecisionTaken" })), "401": refusals["401"], "404": refusals["404"], "409": refusals["409"], "413": refusals["413"], "422": refusals["422"] }
+                "responses": { "200": json_of(json!({ "$ref": "#/components/schemas/DecisionTaken" })), "401": refusals["401"], "404": refusals["404"], "408": refusals["408"], "409": refusals["409"], "413": refusals["413"], "422": answer("The body is not JSON, or not a decision, or an approval without `sha256` (the plan's sha256, or the tool call's argsSha256, as GET /v1/pending lists them).") }
             } },
             "/v1/sessions/{sessionId}/events": { "get": {
                 "summary": "The session's events, as Server-Sent Events.",

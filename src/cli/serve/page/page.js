@@ -74,6 +74,7 @@ function askForToken(why) {
   if (streamAbort) streamAbort.abort();
   for (const { element } of cards.values()) element.remove();
   cards.clear();
+  showUnreadable([]);
   $("login").hidden = false;
   $("forget").hidden = true;
   $("empty").hidden = true;
@@ -101,9 +102,10 @@ function keyOf(entry) {
   return entry.sessionId + "/" + entry.decisionId;
 }
 
-/** Every pending decision, a page at a time. */
+/** Every pending decision, a page at a time, and the stored records that cannot be read. */
 async function listPending() {
   const entries = [];
+  const unreadable = new Map(); // "sessionId\nlocation" -> record (pages may repeat one)
   let cursor = null;
   for (let page = 0; page < MAX_PAGES; page++) {
     const query = "?limit=" + PAGE_LIMIT + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
@@ -111,17 +113,41 @@ async function listPending() {
     if (!response.ok) throw new Error("GET /v1/pending answered " + response.status);
     const body = await response.json();
     entries.push(...body.pending);
+    for (const record of body.unreadable || []) {
+      unreadable.set(record.sessionId + "\n" + record.location, record);
+    }
     cursor = body.nextCursor;
     if (!cursor) break;
   }
-  return entries;
+  return { entries, unreadable: [...unreadable.values()] };
+}
+
+/** The records that cannot be read: how many, and each one's session, place and reason. */
+function showUnreadable(records) {
+  const list = $("unreadable-list");
+  list.replaceChildren();
+  for (const record of records) {
+    // Its `shown` texts: a path or a reason may hold any character.
+    const shown = record.shown || {};
+    const item = el("li");
+    item.append(shownText("p", "meta", "session " + (shown.sessionId || "")));
+    item.append(shownText("p", "meta", shown.location || ""));
+    item.append(shownText("p", "text", shown.reason || ""));
+    list.append(item);
+  }
+  const count = records.length;
+  $("unreadable-count").textContent =
+    count === 1 ? "1 stored record cannot be read" : count + " stored records cannot be read";
+  $("unreadable").hidden = count === 0;
 }
 
 /** Shows exactly what waits: new cards added, decided ones removed, the others left as they are. */
 async function refresh() {
   let entries;
   try {
-    entries = await listPending();
+    const listed = await listPending();
+    entries = listed.entries;
+    showUnreadable(listed.unreadable);
   } catch (error) {
     if (error.message !== "unauthorized") setStatus("Cannot read what waits: " + error.message);
     return;
