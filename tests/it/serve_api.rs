@@ -1934,9 +1934,11 @@ fn dechunked(raw: &[u8]) -> (String, bool) {
     (body, false)
 }
 
-/// The ids of the Server-Sent Events in `body`.
+/// The ids of the Server-Sent Events in `body`, those that came whole.
 fn event_ids(body: &str) -> Vec<u64> {
-    body.split("\n\n")
+    let whole = body.rsplit_once("\n\n").map_or("", |(whole, _)| whole);
+    whole
+        .split("\n\n")
         .flat_map(|block| block.lines())
         .filter_map(|line| line.strip_prefix("id:"))
         .filter_map(|id| id.trim().parse().ok())
@@ -1944,8 +1946,8 @@ fn event_ids(body: &str) -> Vec<u64> {
 }
 
 /// The hostile-client pass (issue 39): a client that stops reading the events falls behind;
-/// once past 1,024 events its stream ends (it is dropped), and never skips an event in
-/// silence: what it got is every event up to where it ended, and reconnecting with
+/// once past 1,024 events its stream ends (it is dropped: the stream's last chunk, or the
+/// connection closed when it took nothing for 30 s), and never skips an event in silence: what it got is every event up to where it ended, and reconnecting with
 /// `Last-Event-ID` gives it the rest, as a client that kept reading got them. Meanwhile the
 /// other clients got every event.
 #[test]
@@ -1953,6 +1955,7 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Enough that it falls 1,024 events behind once the buffers between the two ends are full.
     const EVENTS: usize = 3_000;
     let ws = Workspace::new();
     let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
@@ -2006,10 +2009,10 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
         let mut raw = Vec::new();
         let mut buffer = vec![0u8; 64 * 1024];
         let start = Instant::now();
-        let (body, ended) = loop {
+        let body = loop {
             let (body, ended) = dechunked(&raw);
             if ended {
-                break (body, ended);
+                break body;
             }
             assert!(
                 start.elapsed() < WAIT,
@@ -2018,13 +2021,12 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
                 all.len()
             );
             match tokio::time::timeout(Duration::from_secs(1), slow.read(&mut buffer)).await {
-                Ok(Ok(0)) => break (body, false),
+                // Closed: it took nothing for longer than the server waits on a write.
+                Ok(Ok(0) | Err(_)) => break body,
                 Ok(Ok(n)) => raw.extend_from_slice(&buffer[..n]),
-                Ok(Err(e)) => panic!("reading the slow stream: {e}"),
                 Err(_) => {}
             }
         };
-        assert!(ended, "the slow stream ended without its last chunk");
         let got = event_ids(&body);
         assert!(
             got.len() < all.len(),
@@ -2046,5 +2048,76 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
             rest.push(again.next().await.0);
         }
         assert_eq!(rest, all[got.len()..], "the replay is what it missed");
+    });
+}
+
+/// The hostile-client pass (issue 39): a client that asks for the events and then takes
+/// nothing more of them for good (its receive window stays shut) is cut off once the server's
+/// writes to it have waited 30 seconds: it holds no connection, task or buffer for ever. What
+/// it finds when it reads at last is the events the buffers held, then the connection closed,
+/// not a stream that goes on.
+#[test]
+fn a_client_that_stops_reading_for_good_is_cut_off() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const EVENTS: usize = 1_500;
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let address: std::net::SocketAddr = served
+            .base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("an address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("a small buffer");
+        let mut stuck = socket.connect(address).await.expect("connect");
+        let head = format!(
+            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        stuck.write_all(head.as_bytes()).await.expect("the head");
+        // More events than the buffers between the two ends hold (as in the test above).
+        let mut reader = served.events("/v1/events", None).await;
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let reading = tokio::spawn(async move {
+            for n in 1..=EVENTS {
+                reader.next().await;
+                counted.store(n, Ordering::Release);
+            }
+        });
+        let mut sessions = 0;
+        while seen.load(Ordering::Acquire) < EVENTS {
+            let message = format!("Plan {sessions} {}", "x".repeat(20_000));
+            let body = json!({ "modeId": "plan", "message": message });
+            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::CREATED, "{why}");
+            sessions += 1;
+            assert!(sessions < 1_000, "{} events only", seen.load(Ordering::Acquire));
+        }
+        tokio::time::timeout(WAIT, reading)
+            .await
+            .expect("the reader got them")
+            .expect("the reader");
+        // Past the bound, with a margin.
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        let mut raw = Vec::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        let start = Instant::now();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), stuck.read(&mut buffer)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => raw.extend_from_slice(&buffer[..n]),
+                Err(_) => {}
+            }
+            let (body, ended) = dechunked(&raw);
+            assert!(
+                !ended && start.elapsed() < WAIT,
+                "the connection is still open, 40 s after the client took nothing more ({} events read{})",
+                event_ids(&body).len(),
+                if ended { ", then the stream's end" } else { "" }
+            );
+        }
     });
 }
