@@ -4,7 +4,8 @@
 //! [`agent_controller::AgentController::events`], [`agent_controller::store::PendingWatch`]):
 //! every rule is the library's; this file sets up, [`api`] answers requests, [`auth`] checks
 //! tokens, [`feed`] keeps the events for SSE, [`notify`] sends the webhooks (`--notify`),
-//! [`openapi`] describes the API, [`page`] is the approval page.
+//! [`openapi`] describes the API, [`page`] is the approval page, [`write_bound`] cuts off a
+//! client that stops reading.
 
 mod api;
 mod auth;
@@ -12,6 +13,7 @@ mod feed;
 mod notify;
 mod openapi;
 mod page;
+mod write_bound;
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -146,8 +148,13 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Mbit/s.
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a write to a client may wait without the client taking a byte of it: past it the
+/// connection is closed ([`write_bound::WriteBound`]), so a client that stops reading an answer
+/// (an event stream) holds no connection; one that reads, however slowly, is not cut off.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Serves `app` on each connection `listener` accepts (HTTP/1.1, each request's headers within
-/// [`HEADER_TIMEOUT`]) until `shutdown` ends; then takes no new connection, closes the idle
+/// [`HEADER_TIMEOUT`], each write taken within [`WRITE_TIMEOUT`]) until `shutdown` ends; then takes no new connection, closes the idle
 /// ones, and waits for the requests in progress to be answered. What `axum::serve` with its
 /// graceful shutdown does, with the header bound it lacks.
 async fn serve_connections(
@@ -179,6 +186,7 @@ async fn serve_connections(
             builder
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(HEADER_TIMEOUT);
+            let stream = write_bound::WriteBound::new(stream, WRITE_TIMEOUT);
             let connection =
                 builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let mut connection = std::pin::pin!(connection);

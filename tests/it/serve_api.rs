@@ -1909,3 +1909,215 @@ fn an_unreadable_record_is_shown_with_every_character_visible() {
         assert!(raw.contains('\u{202e}'), "{raw}");
     });
 }
+
+/// The body of a chunked HTTP/1.1 answer in `raw` (head included), and whether its last chunk
+/// came (the answer ended).
+fn dechunked(raw: &[u8]) -> (String, bool) {
+    let text = String::from_utf8_lossy(raw);
+    let Some((_, mut rest)) = text.split_once("\r\n\r\n") else {
+        return (String::new(), false);
+    };
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 {
+            return (body, true);
+        }
+        if after.len() < size + 2 {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    (body, false)
+}
+
+/// The ids of the Server-Sent Events in `body`, those that came whole.
+fn event_ids(body: &str) -> Vec<u64> {
+    let whole = body.rsplit_once("\n\n").map_or("", |(whole, _)| whole);
+    whole
+        .split("\n\n")
+        .flat_map(|block| block.lines())
+        .filter_map(|line| line.strip_prefix("id:"))
+        .filter_map(|id| id.trim().parse().ok())
+        .collect()
+}
+
+/// The hostile-client pass (issue 39): a client that stops reading the events falls behind;
+/// once past 1,024 events its stream ends (it is dropped: the stream's last chunk, or the
+/// connection closed when it took nothing for 30 s), and never skips an event in silence: what it got is every event up to where it ended, and reconnecting with
+/// `Last-Event-ID` gives it the rest, as a client that kept reading got them. Meanwhile the
+/// other clients got every event.
+#[test]
+fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconnecting() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // Enough that it falls 1,024 events behind once the buffers between the two ends are full.
+    const EVENTS: usize = 3_000;
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        // The slow client: a small receive buffer, and it reads nothing until told.
+        let address: std::net::SocketAddr = served
+            .base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("an address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("a small buffer");
+        let mut slow = socket.connect(address).await.expect("connect");
+        let head = format!(
+            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        slow.write_all(head.as_bytes()).await.expect("the head");
+        // A client that reads every event, as they come.
+        let mut reader = served.events("/v1/events", None).await;
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let reading = tokio::spawn(async move {
+            let mut ids = Vec::new();
+            while ids.len() < EVENTS {
+                ids.push(reader.next().await.0);
+                counted.store(ids.len(), Ordering::Release);
+            }
+            ids
+        });
+        let mut sessions = 0;
+        while seen.load(Ordering::Acquire) < EVENTS {
+            // Long, so that what the buffers between the two ends hold is a few hundred
+            // events, not thousands.
+            let message = format!("Plan {sessions} {}", "x".repeat(20_000));
+            let body = json!({ "modeId": "plan", "message": message });
+            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::CREATED, "{why}");
+            sessions += 1;
+            assert!(
+                sessions < 1_000,
+                "{} events only",
+                seen.load(Ordering::Acquire)
+            );
+        }
+        let all = tokio::time::timeout(WAIT, reading)
+            .await
+            .expect("the reader got them")
+            .expect("the reader");
+
+        // The slow client reads now: its stream ends, after a run of events with no gap.
+        let mut raw = Vec::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        let start = Instant::now();
+        let body = loop {
+            let (body, ended) = dechunked(&raw);
+            if ended {
+                break body;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "the slow client's stream has not ended: {} events of {} read",
+                event_ids(&body).len(),
+                all.len()
+            );
+            match tokio::time::timeout(Duration::from_secs(1), slow.read(&mut buffer)).await {
+                // Closed: it took nothing for longer than the server waits on a write.
+                Ok(Ok(0) | Err(_)) => break body,
+                Ok(Ok(n)) => raw.extend_from_slice(&buffer[..n]),
+                Err(_) => {}
+            }
+        };
+        let got = event_ids(&body);
+        assert!(
+            got.len() < all.len(),
+            "it fell behind: {} events",
+            got.len()
+        );
+        assert_eq!(
+            got,
+            all[..got.len()],
+            "what it got is every event, in order, up to its end"
+        );
+
+        // Reconnecting with the last id it got: the rest, as the reader got them.
+        let last = *got.last().expect("some events before it fell behind");
+        let mut again = served.events("/v1/events", Some(last)).await;
+        let end = *all.last().expect("events");
+        let mut rest = Vec::new();
+        while rest.last() != Some(&end) {
+            rest.push(again.next().await.0);
+        }
+        assert_eq!(rest, all[got.len()..], "the replay is what it missed");
+    });
+}
+
+/// The hostile-client pass (issue 39): a client that asks for the events and then takes
+/// nothing more of them for good (its receive window stays shut) is cut off once the server's
+/// writes to it have waited 30 seconds: it holds no connection, task or buffer for ever. What
+/// it finds when it reads at last is the events the buffers held, then the connection closed,
+/// not a stream that goes on.
+#[test]
+fn a_client_that_stops_reading_for_good_is_cut_off() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const EVENTS: usize = 1_500;
+    let ws = Workspace::new();
+    let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
+    runtime().block_on(async {
+        let address: std::net::SocketAddr = served
+            .base
+            .trim_start_matches("http://")
+            .parse()
+            .expect("an address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+        socket.set_recv_buffer_size(4096).expect("a small buffer");
+        let mut stuck = socket.connect(address).await.expect("connect");
+        let head = format!(
+            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+        );
+        stuck.write_all(head.as_bytes()).await.expect("the head");
+        // More events than the buffers between the two ends hold (as in the test above).
+        let mut reader = served.events("/v1/events", None).await;
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let reading = tokio::spawn(async move {
+            for n in 1..=EVENTS {
+                reader.next().await;
+                counted.store(n, Ordering::Release);
+            }
+        });
+        let mut sessions = 0;
+        while seen.load(Ordering::Acquire) < EVENTS {
+            let message = format!("Plan {sessions} {}", "x".repeat(20_000));
+            let body = json!({ "modeId": "plan", "message": message });
+            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
+            assert_eq!(status, StatusCode::CREATED, "{why}");
+            sessions += 1;
+            assert!(sessions < 1_000, "{} events only", seen.load(Ordering::Acquire));
+        }
+        tokio::time::timeout(WAIT, reading)
+            .await
+            .expect("the reader got them")
+            .expect("the reader");
+        // Past the bound, with a margin.
+        tokio::time::sleep(Duration::from_secs(40)).await;
+        let mut raw = Vec::new();
+        let mut buffer = vec![0u8; 64 * 1024];
+        let start = Instant::now();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(1), stuck.read(&mut buffer)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => raw.extend_from_slice(&buffer[..n]),
+                Err(_) => {}
+            }
+            let (body, ended) = dechunked(&raw);
+            assert!(
+                !ended && start.elapsed() < WAIT,
+                "the connection is still open, 40 s after the client took nothing more ({} events read{})",
+                event_ids(&body).len(),
+                if ended { ", then the stream's end" } else { "" }
+            );
+        }
+    });
+}

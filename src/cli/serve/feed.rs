@@ -16,6 +16,7 @@ use agent_controller::display::json_line;
 use agent_controller::store::{PendingChange, PendingWatch};
 use axum::response::sse;
 use futures_core::Stream;
+use futures_util::StreamExt;
 use tokio::sync::broadcast;
 
 /// How many events are kept for clients that reconnect.
@@ -46,6 +47,8 @@ struct Inner {
     live: broadcast::Sender<Item>,
     /// Set once the server stops ([`Feed::close`]): every stream ends.
     closed: tokio::sync::watch::Sender<bool>,
+    /// The id of the first event: a `Last-Event-ID` from it on is one this server gave.
+    first: u64,
 }
 
 impl Feed {
@@ -67,6 +70,7 @@ impl Feed {
                 kept: Mutex::new((first, VecDeque::new())),
                 live: broadcast::channel(LIVE).0,
                 closed: tokio::sync::watch::channel(false).0,
+                first,
             }),
         }
     }
@@ -87,8 +91,7 @@ impl Feed {
     /// and every replay. A client that gets it reads again what it shows (what waits, a
     /// session's state) instead of missing events in silence.
     fn missed(&self, missed: u64) {
-        let data = serde_json::json!({ "type": "events_missed", "missed": missed }).to_string();
-        self.add(None, data);
+        self.add(None, missed_data(missed));
     }
 
     fn add(&self, session_id: Option<Arc<str>>, data: String) {
@@ -165,13 +168,15 @@ impl Feed {
     }
 
     /// The events after id `after` that are still kept, then each new one, of `session` only
-    /// when given. Ends when the client falls [`LIVE`] events behind.
+    /// when given. Ends when the client falls [`LIVE`] events behind. When events this server
+    /// gave after `after` are no longer kept, the stream starts with `events_missed` saying
+    /// how many (an event without an id: the client's last id stays its own).
     pub(crate) fn stream(
         &self,
         after: Option<u64>,
         session: Option<String>,
     ) -> impl Stream<Item = Result<sse::Event, Infallible>> + Send + 'static {
-        let (replay, live, after) = {
+        let (replay, live, after, gone) = {
             let kept = self
                 .inner
                 .kept
@@ -185,11 +190,20 @@ impl Feed {
                 Some(after) => kept.1.iter().filter(|i| i.id > after).cloned().collect(),
                 None => VecDeque::new(),
             };
-            (replay, live, after)
+            // Given here, after `after`, and no longer kept.
+            let gone = match (after, kept.1.front()) {
+                (Some(after), Some(oldest)) if after >= self.inner.first => {
+                    oldest.id.saturating_sub(after + 1)
+                }
+                _ => 0,
+            };
+            (replay, live, after, gone)
         };
-        let last = after.unwrap_or(0);
         let closed = self.inner.closed.subscribe();
-        futures_util::stream::unfold(
+        let told = (gone > 0 && !*closed.borrow())
+            .then(|| Ok(sse::Event::default().data(missed_data(gone))));
+        let last = after.unwrap_or(0);
+        let events = futures_util::stream::unfold(
             (replay, live, last, session, closed),
             |(mut replay, mut live, mut last, session, mut closed)| async move {
                 loop {
@@ -226,14 +240,19 @@ impl Feed {
                     return Some((Ok(event), (replay, live, last, session, closed)));
                 }
             },
-        )
+        );
+        futures_util::stream::iter(told).chain(events)
     }
+}
+
+/// The JSON of `events_missed`: `missed` events are gone for the client that gets it.
+fn missed_data(missed: u64) -> String {
+    serde_json::json!({ "type": "events_missed", "missed": missed }).to_string()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures_util::StreamExt;
 
     /// The events a stream after `after` replays, of those kept (nothing new comes).
     async fn replayed(feed: &Feed, after: u64) -> usize {
@@ -257,6 +276,31 @@ mod tests {
         // Of another run of the server, or made up: everything kept.
         assert_eq!(replayed(&feed, 102).await, 2);
         assert_eq!(replayed(&feed, u64::MAX).await, 2);
+    }
+
+    /// Issue 39: a client that reconnects with the id of an event this server gave but no
+    /// longer keeps (more than [`KEPT`] came since) cannot be replayed what came between: it is
+    /// told how many it missed first (`events_missed`, without an id of its own), then gets
+    /// every event kept; one whose next event is kept is told nothing.
+    #[tokio::test]
+    async fn a_replay_that_cannot_reach_back_says_how_many_events_are_gone() {
+        let feed = Feed::starting_at(1);
+        for _ in 0..KEPT + 5 {
+            feed.push("s", "{}".to_owned());
+        }
+        // Kept: 6 to KEPT + 5. After 2, events 3, 4 and 5 are gone.
+        let got = drained(Box::pin(feed.stream(Some(2), None))).await;
+        assert_eq!(got.len(), KEPT + 1);
+        assert!(got[0].contains("events_missed"), "{}", got[0]);
+        assert!(got[0].contains("missed\\\":3"), "{}", got[0]);
+        assert!(!got[0].contains("id:"), "{}", got[0]);
+        assert!(got[1].contains("id: 6"), "{}", got[1]);
+        let got = drained(Box::pin(feed.stream(Some(5), None))).await;
+        assert_eq!(got.len(), KEPT);
+        assert!(got[0].contains("id: 6"), "{}", got[0]);
+        // Of the session's stream too.
+        let got = drained(Box::pin(feed.stream(Some(2), Some("s".to_owned())))).await;
+        assert!(got[0].contains("events_missed"), "{}", got[0]);
     }
 
     #[tokio::test]
