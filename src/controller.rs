@@ -317,7 +317,9 @@ impl AgentControllerBuilder {
     /// Registers `reviewer` under `id`: a mode whose `reviewBy` names `id` sends its plans
     /// (and, with `reviewToolCalls`, its waiting tool calls) to it before a person is asked
     /// ([`crate::review`]). It takes the place of the config's `[[reviewers]]` entry with the
-    /// same id (the config must still declare one, so `reviewBy` is checked).
+    /// same id (the config must still declare one, so `reviewBy` is checked), and is bounded by
+    /// that entry's `timeout` ([`crate::review::ReviewerConfig::timeout`], default 10s): a review
+    /// still running past it is dropped and counts as escalate.
     ///
     /// Without one, the config's entries are built: a `command` one as a command reviewer
     /// (feature `command-hooks`), a `model` one as a model reviewer

@@ -89,7 +89,7 @@ pub(crate) async fn run_command(
     match tokio::time::timeout(timeout, run_unbounded(command, workspace, input)).await {
         Ok(out) => out,
         Err(_) => Err(HookError::new(format!(
-            "it did not answer within {}s and was stopped",
+            "it timed out after {}s and was stopped",
             timeout.as_secs_f64()
         ))),
     }

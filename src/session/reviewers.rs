@@ -15,8 +15,9 @@ use super::{Session, SessionError};
 impl Session {
     /// What the current mode's reviewer (`reviewBy`) says about `subject` in run `run_id`;
     /// `None` when the mode has no reviewer, or (a tool call) does not send it its tool calls
-    /// (`reviewToolCalls`). A reviewer that is not registered, fails, panics, or is still
-    /// reviewing when the run is cancelled counts as escalate, and the failure is logged.
+    /// (`reviewToolCalls`). A reviewer that is not registered, fails, panics, is still
+    /// reviewing past its entry's `timeout` or when the run is cancelled counts as escalate,
+    /// and the failure is logged.
     pub(crate) async fn consult_reviewer(
         &mut self,
         run_id: &Arc<str>,
@@ -45,7 +46,11 @@ impl Session {
             ))),
             Some(reviewer) => self
                 .run_token
-                .run_until_cancelled(review_caught(reviewer, request))
+                .run_until_cancelled(review_bounded(
+                    reviewer,
+                    request,
+                    timeout_of(&self.shared.graph, &id),
+                ))
                 .await
                 .unwrap_or_else(|| {
                     Err(ReviewError::new(
@@ -107,18 +112,75 @@ impl Session {
     }
 }
 
-/// `reviewer`'s answer on `request`, in a task of its own, so a panic in it is caught (a
-/// [`tokio::task::JoinError`]) and becomes an error.
-async fn review_caught(
+/// How long a review by reviewer `id` may take: the `timeout` of its `[[reviewers]]` entry,
+/// whoever answers for the id (a host's reviewer too), else the default.
+fn timeout_of(graph: &crate::mode::ModeGraph, id: &str) -> std::time::Duration {
+    graph
+        .reviewers()
+        .iter()
+        .find(|entry| entry.id() == id)
+        .map_or(crate::hook::DEFAULT_HOOK_TIMEOUT, |entry| entry.timeout())
+}
+
+/// `reviewer`'s answer on `request` within `timeout`, in a task of its own, so a panic in it is
+/// caught (a [`tokio::task::JoinError`]) and becomes an error, as does running past `timeout`.
+/// The review is dropped when it runs out of time, and when this future is (the run is
+/// cancelled): nothing it started runs on unwatched.
+async fn review_bounded(
     reviewer: Arc<dyn Reviewer>,
     request: HookRequest,
+    timeout: std::time::Duration,
 ) -> Result<ReviewVerdict, ReviewError> {
-    let task = tokio::spawn(async move { reviewer.review(&request).await });
+    let task = tokio::spawn(async move {
+        tokio::time::timeout(timeout, reviewer.review(&request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ReviewError::new(format!(
+                    "it timed out after {}s",
+                    timeout.as_secs_f64()
+                )))
+            })
+    });
+    let _stop = AbortOnDrop(task.abort_handle());
     match task.await {
         Ok(answer) => answer,
         Err(e) if e.is_panic() => Err(ReviewError::new("the reviewer panicked")),
         Err(e) => Err(ReviewError::new(format!(
             "the reviewer did not finish: {e}"
         ))),
+    }
+}
+
+/// Aborts its task when dropped: a review whose answer nobody waits for any more stops.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_is_bounded_by_its_entrys_timeout_else_the_default() {
+        let graph = crate::config::parse(
+            "[[modes]]\nid = \"plan\"\nreviewBy = \"slow\"\n\n\
+             [[reviewers]]\nid = \"slow\"\nmodel = \"openai/gpt-4o\"\ntimeout = \"2m\"\n\n\
+             [[reviewers]]\nid = \"plain\"\nmodel = \"openai/gpt-4o\"\n",
+            "modes.toml",
+        )
+        .expect("valid");
+        assert_eq!(timeout_of(&graph, "slow").as_secs(), 120);
+        assert_eq!(
+            timeout_of(&graph, "plain"),
+            crate::hook::DEFAULT_HOOK_TIMEOUT
+        );
+        assert_eq!(
+            timeout_of(&graph, "unknown"),
+            crate::hook::DEFAULT_HOOK_TIMEOUT
+        );
     }
 }
