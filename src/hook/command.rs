@@ -57,6 +57,10 @@ impl Hook for CommandHook {
         self.config.applies_to(request)
     }
 
+    fn timeout(&self) -> std::time::Duration {
+        self.config.timeout
+    }
+
     async fn decide(&self, request: &HookRequest) -> Result<HookVerdict, HookError> {
         let input = serde_json::to_vec(request)
             .map_err(|e| HookError::new(format!("the request could not be written: {e}")))?;

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use crate::hook::{HookOn, HookRequest, HookSubject};
 use crate::machine::input::Input;
 use crate::machine::next::Next;
-use crate::review::{ReviewError, ReviewRecord, ReviewVerdict, Reviewer};
+use crate::review::{ReviewError, ReviewRecord};
 
+use super::bounded::ask_bounded;
 use super::{Session, SessionError};
 
 impl Session {
@@ -44,19 +45,13 @@ impl Session {
             None => Err(ReviewError::new(format!(
                 "no reviewer `{id}` is registered with the controller"
             ))),
-            Some(reviewer) => self
-                .run_token
-                .run_until_cancelled(review_bounded(
-                    reviewer,
-                    request,
-                    timeout_of(&self.shared.graph, &id),
-                ))
-                .await
-                .unwrap_or_else(|| {
-                    Err(ReviewError::new(
-                        "the run was cancelled before the reviewer answered",
-                    ))
-                }),
+            Some(reviewer) => ask_bounded(
+                &self.run_token,
+                timeout_of(&self.shared.graph, &id),
+                async move { reviewer.review(&request).await },
+            )
+            .await
+            .unwrap_or_else(|why| Err(ReviewError::new(why.explain("reviewer")))),
         };
         let record = ReviewRecord::of(&id, &sha256, answer);
         match &record.error {
@@ -120,44 +115,6 @@ fn timeout_of(graph: &crate::mode::ModeGraph, id: &str) -> std::time::Duration {
         .iter()
         .find(|entry| entry.id() == id)
         .map_or(crate::hook::DEFAULT_HOOK_TIMEOUT, |entry| entry.timeout())
-}
-
-/// `reviewer`'s answer on `request` within `timeout`, in a task of its own, so a panic in it is
-/// caught (a [`tokio::task::JoinError`]) and becomes an error, as does running past `timeout`.
-/// The review is dropped when it runs out of time, and when this future is (the run is
-/// cancelled): nothing it started runs on unwatched.
-async fn review_bounded(
-    reviewer: Arc<dyn Reviewer>,
-    request: HookRequest,
-    timeout: std::time::Duration,
-) -> Result<ReviewVerdict, ReviewError> {
-    let task = tokio::spawn(async move {
-        tokio::time::timeout(timeout, reviewer.review(&request))
-            .await
-            .unwrap_or_else(|_| {
-                Err(ReviewError::new(format!(
-                    "it timed out after {}s",
-                    timeout.as_secs_f64()
-                )))
-            })
-    });
-    let _stop = AbortOnDrop(task.abort_handle());
-    match task.await {
-        Ok(answer) => answer,
-        Err(e) if e.is_panic() => Err(ReviewError::new("the reviewer panicked")),
-        Err(e) => Err(ReviewError::new(format!(
-            "the reviewer did not finish: {e}"
-        ))),
-    }
-}
-
-/// Aborts its task when dropped: a review whose answer nobody waits for any more stops.
-struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]
