@@ -285,7 +285,8 @@ impl AgentControllerBuilder {
     /// before each submitted plan waits ([`crate::hook`]): it may deny a call or a plan, or let
     /// a call that would wait for approval run; it never widens what the mode's rules allow.
     /// Hooks registered here are consulted before the config's `[[hooks]]`; of several, `deny`
-    /// beats `ask`, which beats `allow`.
+    /// beats `ask`, which beats `allow`. Each is bounded by its [`crate::hook::Hook::timeout`]
+    /// (default 10s): one still deciding past it is dropped and counts as `ask`.
     ///
     /// # Examples
     /// ```
