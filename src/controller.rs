@@ -285,7 +285,8 @@ impl AgentControllerBuilder {
     /// before each submitted plan waits ([`crate::hook`]): it may deny a call or a plan, or let
     /// a call that would wait for approval run; it never widens what the mode's rules allow.
     /// Hooks registered here are consulted before the config's `[[hooks]]`; of several, `deny`
-    /// beats `ask`, which beats `allow`.
+    /// beats `ask`, which beats `allow`. Each is bounded by its [`crate::hook::Hook::timeout`]
+    /// (default 10s): one still deciding past it is dropped and counts as `ask`.
     ///
     /// # Examples
     /// ```
@@ -317,7 +318,9 @@ impl AgentControllerBuilder {
     /// Registers `reviewer` under `id`: a mode whose `reviewBy` names `id` sends its plans
     /// (and, with `reviewToolCalls`, its waiting tool calls) to it before a person is asked
     /// ([`crate::review`]). It takes the place of the config's `[[reviewers]]` entry with the
-    /// same id (the config must still declare one, so `reviewBy` is checked).
+    /// same id (the config must still declare one, so `reviewBy` is checked), and is bounded by
+    /// that entry's `timeout` ([`crate::review::ReviewerConfig::timeout`], default 10s): a review
+    /// still running past it is dropped and counts as escalate.
     ///
     /// Without one, the config's entries are built: a `command` one as a command reviewer
     /// (feature `command-hooks`), a `model` one as a model reviewer

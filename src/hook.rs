@@ -20,9 +20,10 @@
 //! A hook narrows, it never widens: a call the mode does not offer, whose arguments are refused,
 //! or that a `deny` rule refuses never reaches it, and a call allowed by a hook is ruled again
 //! just before it runs. Of several hooks that apply, `deny` beats `ask`, which beats `allow`
-//! (as Claude's hooks combine). A hook that fails (an error, a panic, a command that times out
-//! or answers nonsense) counts as `ask`, and the failure is logged and in its `hook_decided`
-//! event: a broken hook never lets anything through.
+//! (as Claude's hooks combine). A hook that fails (an error, a panic, a command that answers
+//! nonsense, any hook still deciding past its [`Hook::timeout`]: a `[[hooks]]` entry's
+//! `timeout`, else 10s) counts as `ask`, and the failure is logged and in its `hook_decided`
+//! event: a broken hook never lets anything through, and a hung one never holds the run.
 //!
 //! The verdict is an input to the rules (the core's ruling, `src/machine/ruling.rs`, takes it): the core holds
 //! the one rule path, the hook only answers.
@@ -250,7 +251,8 @@ impl HookError {
 ///
 /// Implement it with `#[agent_controller::async_trait]` on the `impl` block. `decide` runs on the
 /// session's runtime, in a task of its own: a panic in it is caught and counts as
-/// [`HookVerdict::Ask`].
+/// [`HookVerdict::Ask`], and so does an answer still awaited past [`Hook::timeout`] or when the
+/// run is cancelled, which is then dropped.
 #[async_trait::async_trait]
 pub trait Hook: Send + Sync + 'static {
     /// The hook's name, as records (`decidedBy`: `hook NAME`) and events name it.
@@ -261,6 +263,39 @@ pub trait Hook: Send + Sync + 'static {
     fn applies_to(&self, request: &HookRequest) -> bool {
         let _ = request;
         true
+    }
+
+    /// How long the session waits for [`Hook::decide`] (default [`DEFAULT_HOOK_TIMEOUT`], 10s;
+    /// one longer than [`MAX_HOOK_TIMEOUT`] is cut to it). Past it the answer is dropped (its
+    /// task aborted) and counts as [`HookVerdict::Ask`], saying it timed out. A `[[hooks]]`
+    /// command's is its entry's `timeout`.
+    ///
+    /// # Examples
+    /// ```
+    /// use std::time::Duration;
+    /// use agent_controller::hook::{Hook, HookError, HookRequest, HookVerdict};
+    ///
+    /// /// Asks a policy server, which may take half a minute.
+    /// struct PolicyServer;
+    ///
+    /// #[agent_controller::async_trait]
+    /// impl Hook for PolicyServer {
+    ///     fn name(&self) -> &str {
+    ///         "policy"
+    ///     }
+    ///
+    ///     fn timeout(&self) -> Duration {
+    ///         Duration::from_secs(30)
+    ///     }
+    ///
+    ///     async fn decide(&self, _: &HookRequest) -> Result<HookVerdict, HookError> {
+    ///         Ok(HookVerdict::Ask)
+    ///     }
+    /// }
+    /// assert_eq!(PolicyServer.timeout(), Duration::from_secs(30));
+    /// ```
+    fn timeout(&self) -> std::time::Duration {
+        DEFAULT_HOOK_TIMEOUT
     }
 
     /// The verdict on `request`.
@@ -380,10 +415,12 @@ mod tests {
     }
 }
 
-/// The default `timeout` of a `[[hooks]]` command: 10 seconds.
+/// The default `timeout` of a `[[hooks]]` command, of a hook a host registers
+/// ([`Hook::timeout`]) and of a review: 10 seconds.
 pub const DEFAULT_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The longest `timeout` a `[[hooks]]` command may have: 10 minutes (a hook holds the run).
+/// The longest `timeout` a hook (a `[[hooks]]` command, or a host's [`Hook::timeout`]) or a
+/// review may have: 10 minutes (a hook holds the run).
 pub const MAX_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// One `[[hooks]]` entry of a config, validated: the command to run, what it is consulted on,

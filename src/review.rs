@@ -25,7 +25,10 @@
 //!
 //! Anything that is not one well-formed answer (an error, a panic, a timeout, a crash,
 //! malformed JSON, two objects, a model's tool call) counts as `escalate`, saying why: logged,
-//! and kept in the review ([`ReviewRecord::error`]). The audit record of a decision a
+//! and kept in the review ([`ReviewRecord::error`]). Every review is bounded in time where the
+//! session asks for it, whoever answers (a command, a model, a reviewer a host registered): by
+//! the entry's `timeout` ([`ReviewerConfig::timeout`], default 10s, at most 10m); past it the
+//! review is stopped and escalates, saying it timed out. The audit record of a decision a
 //! reviewer took says so ([`crate::event::DecidedHow::Reviewer`]).
 //!
 //! # Examples
@@ -172,7 +175,8 @@ impl ReviewError {
 ///
 /// Implement it with `#[agent_controller::async_trait]` on the `impl` block. `review` runs on the
 /// session's runtime, in a task of its own: a panic in it is caught and counts as
-/// [`ReviewDecision::Escalate`].
+/// [`ReviewDecision::Escalate`], and so does a review still running past the `timeout` of the
+/// `[[reviewers]]` entry of its id ([`ReviewerConfig::timeout`]), which is then dropped.
 #[async_trait::async_trait]
 pub trait Reviewer: Send + Sync + 'static {
     /// The verdict on `request`.
@@ -324,6 +328,7 @@ pub enum ReviewerKind {
 pub struct ReviewerConfig {
     pub(crate) id: String,
     pub(crate) kind: ReviewerKind,
+    pub(crate) timeout: std::time::Duration,
 }
 
 impl ReviewerConfig {
@@ -335,6 +340,25 @@ impl ReviewerConfig {
     /// What it runs: a command or a model.
     pub fn kind(&self) -> &ReviewerKind {
         &self.kind
+    }
+
+    /// How long a review by this id may take (`timeout`: default
+    /// [`crate::hook::DEFAULT_HOOK_TIMEOUT`], at most [`crate::hook::MAX_HOOK_TIMEOUT`]),
+    /// whoever answers for the id: the entry's command or model, or a reviewer a host
+    /// registered under it. Past it the review is stopped and counts as
+    /// [`ReviewDecision::Escalate`].
+    ///
+    /// # Examples
+    /// ```
+    /// let graph = agent_controller::config::parse(
+    ///     "[[modes]]\nid = \"plan\"\nreviewBy = \"critic\"\n[[reviewers]]\nid = \"critic\"\nmodel = \"openai/gpt-4o\"\ntimeout = \"30s\"\n",
+    ///     "modes.toml",
+    /// )?;
+    /// assert_eq!(graph.reviewers()[0].timeout().as_secs(), 30);
+    /// # Ok::<(), agent_controller::ConfigError>(())
+    /// ```
+    pub fn timeout(&self) -> std::time::Duration {
+        self.timeout
     }
 
     /// The paths in the workspace its command may run (as [`crate::hook::HookConfig::script_paths`]):

@@ -1,6 +1,7 @@
 //! A session: the current mode, the conversation, the pending plan decision, and the operations
 //! that move between modes.
 
+mod bounded;
 mod call_status;
 mod drive;
 mod expiry;

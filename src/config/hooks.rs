@@ -64,8 +64,9 @@ pub(super) struct RawReviewer {
     model: Option<Spanned<String>>,
     /// What a model reviewer is told.
     instructions: Option<String>,
-    /// How long a command reviewer may take (`"30s"`, default 10s, at most 10m): past it, it
-    /// is stopped and counts as `escalate`.
+    /// How long a review may take (`"30s"`, default 10s, at most 10m), by the command, the
+    /// model or a reviewer a host registered under this id: past it, it is stopped and counts
+    /// as `escalate`.
     #[cfg_attr(feature = "schema", schemars(with = "Option<super::schema::Duration>"))]
     timeout: Option<Spanned<String>>,
 }
@@ -215,7 +216,7 @@ fn on_of(
 }
 
 /// The valid reviewers of `raw`, pushing an error for a bad or duplicate id, for an entry with
-/// neither or both of `command` and `model`, and for a bad `timeout` (or one on a model).
+/// neither or both of `command` and `model`, and for a bad or too long `timeout`.
 pub(super) fn validate_reviewers(
     raw: Vec<RawReviewer>,
     source: &Source<'_>,
@@ -227,7 +228,6 @@ pub(super) fn validate_reviewers(
     let mut reviewers = Vec::new();
     let mut seen = HashSet::new();
     for entry in raw {
-        let before = errors.len();
         let id = entry.id.get_ref().clone();
         if !is_valid_id(&id) {
             errors.push(err(
@@ -247,13 +247,6 @@ pub(super) fn validate_reviewers(
         }
         let timeout = match &entry.timeout {
             None => DEFAULT_HOOK_TIMEOUT,
-            Some(text) if entry.command.is_none() => {
-                errors.push(err(
-                    text.span(),
-                    format!("reviewer `{id}` sets `timeout`, which only a `command` reviewer has"),
-                ));
-                DEFAULT_HOOK_TIMEOUT
-            }
             Some(text) => match text.get_ref().parse::<ApprovalTimeout>() {
                 Ok(t) if t.duration() <= MAX_HOOK_TIMEOUT => t.duration(),
                 Ok(_) => {
@@ -269,6 +262,9 @@ pub(super) fn validate_reviewers(
                 }
             },
         };
+        // A bad timeout keeps the entry (its error is pushed all the same), so a mode's
+        // `reviewBy` still finds the id and the timeout's error is the one shown.
+        let before = errors.len();
         match (&entry.command, &entry.model) {
             (None, None) => errors.push(err(
                 entry.id.span(),
@@ -299,7 +295,7 @@ pub(super) fn validate_reviewers(
             },
             (None, None) => continue,
         };
-        reviewers.push(ReviewerConfig { id, kind });
+        reviewers.push(ReviewerConfig { id, kind, timeout });
     }
     reviewers
 }

@@ -57,6 +57,10 @@ impl Hook for CommandHook {
         self.config.applies_to(request)
     }
 
+    fn timeout(&self) -> std::time::Duration {
+        self.config.timeout
+    }
+
     async fn decide(&self, request: &HookRequest) -> Result<HookVerdict, HookError> {
         let input = serde_json::to_vec(request)
             .map_err(|e| HookError::new(format!("the request could not be written: {e}")))?;
@@ -89,7 +93,7 @@ pub(crate) async fn run_command(
     match tokio::time::timeout(timeout, run_unbounded(command, workspace, input)).await {
         Ok(out) => out,
         Err(_) => Err(HookError::new(format!(
-            "it did not answer within {}s and was stopped",
+            "it timed out after {}s and was stopped",
             timeout.as_secs_f64()
         ))),
     }

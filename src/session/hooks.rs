@@ -6,15 +6,16 @@
 use std::sync::Arc;
 
 use crate::event::Event;
-use crate::hook::{Hook, HookError, HookRecord, HookRequest, HookSubject, HookVerdict, combine};
+use crate::hook::{Hook, HookError, HookRecord, HookRequest, HookSubject, combine};
 
 use super::Session;
+use super::bounded::ask_bounded;
 
 impl Session {
     /// The combined verdict of the hooks that apply to `subject` in run `run_id` (`None` when
     /// none applies or the controller has none), each answer sent as `hook_decided` and a
-    /// failure logged. A hook that fails, panics, or is still deciding when the run is
-    /// cancelled counts as ask.
+    /// failure logged. A hook that fails, panics, is still deciding past its
+    /// [`Hook::timeout`] or when the run is cancelled counts as ask (and is stopped).
     pub(crate) async fn consult_hooks(
         &mut self,
         run_id: &Arc<str>,
@@ -35,16 +36,12 @@ impl Session {
             if !hook.applies_to(&request) {
                 continue;
             }
-            let answer = match self
-                .run_token
-                .run_until_cancelled(ask_caught(hook.clone(), request.clone()))
-                .await
-            {
-                Some(answer) => answer,
-                None => Err(HookError::new(
-                    "the run was cancelled before the hook answered",
-                )),
-            };
+            let answer = ask_bounded(&self.run_token, bound_of(&*hook), {
+                let (hook, request) = (hook.clone(), request.clone());
+                async move { hook.decide(&request).await }
+            })
+            .await
+            .unwrap_or_else(|why| Err(HookError::new(why.explain("hook"))));
             let record = HookRecord::of(hook.name(), answer);
             if let Some(error) = &record.error {
                 tracing::warn!(hook = %record.hook, %error, "hook failed: counted as ask");
@@ -62,13 +59,63 @@ impl Session {
     }
 }
 
-/// `hook`'s answer on `request`, in a task of its own when a runtime runs this, so a panic in
-/// it is caught (a [`tokio::task::JoinError`]) and becomes an error.
-async fn ask_caught(hook: Arc<dyn Hook>, request: HookRequest) -> Result<HookVerdict, HookError> {
-    let task = tokio::spawn(async move { hook.decide(&request).await });
-    match task.await {
-        Ok(answer) => answer,
-        Err(e) if e.is_panic() => Err(HookError::new("the hook panicked")),
-        Err(e) => Err(HookError::new(format!("the hook did not finish: {e}"))),
+/// How long the driver waits for `hook`: its [`Hook::timeout`] (a `[[hooks]]` entry's
+/// `timeout`, else [`crate::hook::DEFAULT_HOOK_TIMEOUT`]), at most
+/// [`crate::hook::MAX_HOOK_TIMEOUT`], as a config's `timeout` is.
+fn bound_of(hook: &dyn Hook) -> std::time::Duration {
+    hook.timeout().min(crate::hook::MAX_HOOK_TIMEOUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::time::Duration;
+
+    use crate::hook::{HookVerdict, MAX_HOOK_TIMEOUT};
+
+    /// A hook whose `timeout` is the one given.
+    struct Waits(Duration);
+
+    #[async_trait::async_trait]
+    impl Hook for Waits {
+        fn name(&self) -> &str {
+            "waits"
+        }
+
+        fn timeout(&self) -> Duration {
+            self.0
+        }
+
+        async fn decide(&self, _: &HookRequest) -> Result<HookVerdict, HookError> {
+            Ok(HookVerdict::Ask)
+        }
+    }
+
+    #[test]
+    fn a_hook_is_waited_for_its_own_timeout_at_most_the_longest() {
+        assert_eq!(bound_of(&Waits(Duration::from_secs(3))).as_secs(), 3);
+        assert_eq!(bound_of(&Waits(Duration::MAX)), MAX_HOOK_TIMEOUT);
+    }
+
+    #[cfg(feature = "command-hooks")]
+    #[test]
+    fn a_command_hook_is_waited_for_its_entrys_timeout_else_the_default() {
+        let graph = crate::config::parse(
+            "[[modes]]\nid = \"build\"\n\n\
+             [[hooks]]\non = \"plan\"\ncommand = [\"true\"]\ntimeout = \"2m\"\n\n\
+             [[hooks]]\non = \"plan\"\ncommand = [\"false\"]\n",
+            "modes.toml",
+        )
+        .expect("valid");
+        let bounds: Vec<Duration> = graph
+            .hooks()
+            .iter()
+            .map(|entry| bound_of(&crate::hook::command::CommandHook::new(entry.clone())))
+            .collect();
+        assert_eq!(
+            bounds,
+            [Duration::from_secs(120), crate::hook::DEFAULT_HOOK_TIMEOUT]
+        );
     }
 }

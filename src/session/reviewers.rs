@@ -8,15 +8,17 @@ use std::sync::Arc;
 use crate::hook::{HookOn, HookRequest, HookSubject};
 use crate::machine::input::Input;
 use crate::machine::next::Next;
-use crate::review::{ReviewError, ReviewRecord, ReviewVerdict, Reviewer};
+use crate::review::{ReviewError, ReviewRecord};
 
+use super::bounded::ask_bounded;
 use super::{Session, SessionError};
 
 impl Session {
     /// What the current mode's reviewer (`reviewBy`) says about `subject` in run `run_id`;
     /// `None` when the mode has no reviewer, or (a tool call) does not send it its tool calls
-    /// (`reviewToolCalls`). A reviewer that is not registered, fails, panics, or is still
-    /// reviewing when the run is cancelled counts as escalate, and the failure is logged.
+    /// (`reviewToolCalls`). A reviewer that is not registered, fails, panics, is still
+    /// reviewing past its entry's `timeout` or when the run is cancelled counts as escalate,
+    /// and the failure is logged.
     pub(crate) async fn consult_reviewer(
         &mut self,
         run_id: &Arc<str>,
@@ -43,15 +45,13 @@ impl Session {
             None => Err(ReviewError::new(format!(
                 "no reviewer `{id}` is registered with the controller"
             ))),
-            Some(reviewer) => self
-                .run_token
-                .run_until_cancelled(review_caught(reviewer, request))
-                .await
-                .unwrap_or_else(|| {
-                    Err(ReviewError::new(
-                        "the run was cancelled before the reviewer answered",
-                    ))
-                }),
+            Some(reviewer) => ask_bounded(
+                &self.run_token,
+                timeout_of(&self.shared.graph, &id),
+                async move { reviewer.review(&request).await },
+            )
+            .await
+            .unwrap_or_else(|why| Err(ReviewError::new(why.explain("reviewer")))),
         };
         let record = ReviewRecord::of(&id, &sha256, answer);
         match &record.error {
@@ -107,18 +107,37 @@ impl Session {
     }
 }
 
-/// `reviewer`'s answer on `request`, in a task of its own, so a panic in it is caught (a
-/// [`tokio::task::JoinError`]) and becomes an error.
-async fn review_caught(
-    reviewer: Arc<dyn Reviewer>,
-    request: HookRequest,
-) -> Result<ReviewVerdict, ReviewError> {
-    let task = tokio::spawn(async move { reviewer.review(&request).await });
-    match task.await {
-        Ok(answer) => answer,
-        Err(e) if e.is_panic() => Err(ReviewError::new("the reviewer panicked")),
-        Err(e) => Err(ReviewError::new(format!(
-            "the reviewer did not finish: {e}"
-        ))),
+/// How long a review by reviewer `id` may take: the `timeout` of its `[[reviewers]]` entry,
+/// whoever answers for the id (a host's reviewer too), else the default.
+fn timeout_of(graph: &crate::mode::ModeGraph, id: &str) -> std::time::Duration {
+    graph
+        .reviewers()
+        .iter()
+        .find(|entry| entry.id() == id)
+        .map_or(crate::hook::DEFAULT_HOOK_TIMEOUT, |entry| entry.timeout())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_is_bounded_by_its_entrys_timeout_else_the_default() {
+        let graph = crate::config::parse(
+            "[[modes]]\nid = \"plan\"\nreviewBy = \"slow\"\n\n\
+             [[reviewers]]\nid = \"slow\"\nmodel = \"openai/gpt-4o\"\ntimeout = \"2m\"\n\n\
+             [[reviewers]]\nid = \"plain\"\nmodel = \"openai/gpt-4o\"\n",
+            "modes.toml",
+        )
+        .expect("valid");
+        assert_eq!(timeout_of(&graph, "slow").as_secs(), 120);
+        assert_eq!(
+            timeout_of(&graph, "plain"),
+            crate::hook::DEFAULT_HOOK_TIMEOUT
+        );
+        assert_eq!(
+            timeout_of(&graph, "unknown"),
+            crate::hook::DEFAULT_HOOK_TIMEOUT
+        );
     }
 }

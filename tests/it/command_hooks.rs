@@ -145,7 +145,7 @@ async fn a_command_hook_allows_and_denies_and_sees_the_call() {
 #[tokio::test]
 async fn a_command_hook_that_misbehaves_counts_as_ask() {
     for (script, timeout, why) in [
-        ("sleep 30\n", "1s", "did not answer within 1s"),
+        ("sleep 30\n", "1s", "timed out after 1s"),
         ("yes\n", "10s", "more than 65536 bytes"),
         (
             "echo '{\"decision\": \"allow\"}'\necho '{\"decision\": \"allow\"}'\n",
@@ -212,7 +212,7 @@ async fn a_hook_that_never_answers_is_stopped_with_the_processes_it_started() {
         errors[0]
             .1
             .as_deref()
-            .is_some_and(|e| e.contains("within 1s")),
+            .is_some_and(|e| e.contains("timed out after 1s")),
         "{errors:?}"
     );
     let pid = std::fs::read_to_string(run.ws.path().join("hooks/child.pid")).expect("pid");

@@ -548,3 +548,207 @@ async fn the_log_says_a_hook_rejected_a_plan_and_names_it() {
     );
     assert!(first.trim_end().ends_with("no step tests it"), "{first}");
 }
+
+/// Every hook is bounded in time, where the driver asks it: a hook a host registered that never
+/// answers counts as ask (the rules' path: a person decides) within its bound, saying it timed
+/// out, and is stopped; it never holds the run for ever. So is a hook still asking when the run
+/// is cancelled.
+mod bounded {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// Sets its flag when dropped: whether a hook that never answers was stopped.
+    struct SetOnDrop(Arc<AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A hook a host registered that never answers: `started` is notified when it is asked,
+    /// `stopped` set once its answer is dropped.
+    #[derive(Default)]
+    struct NeverAnswers {
+        started: Arc<tokio::sync::Notify>,
+        stopped: Arc<AtomicBool>,
+    }
+
+    #[agent_controller::async_trait]
+    impl Hook for NeverAnswers {
+        fn name(&self) -> &str {
+            "never"
+        }
+
+        async fn decide(&self, _: &HookRequest) -> Result<HookVerdict, HookError> {
+            let _stopped = SetOnDrop(self.stopped.clone());
+            self.started.notify_one();
+            std::future::pending().await
+        }
+    }
+
+    /// Whether `stopped` is set within 5s.
+    async fn is_set_soon(stopped: &AtomicBool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stopped.load(Ordering::SeqCst)
+    }
+
+    /// A session in `mode` under `hook` whose model answers `script`, with its recorder.
+    async fn session_under(
+        ws: &Workspace,
+        hook: impl Hook,
+        script: Vec<agent_controller::ModelResponse>,
+        mode: &str,
+    ) -> (agent_controller::Session, Recorder) {
+        let controller = AgentController::builder(
+            config::parse(BUILD, "modes.toml").expect("config"),
+            replay(script),
+        )
+        .tools(ToolRegistry::with_workspace_tools())
+        .workspace(ws.path())
+        .hook(hook)
+        .build()
+        .expect("controller");
+        let recorder = Recorder::default();
+        let session = controller
+            .start_session(recorder.options().mode(mode))
+            .await
+            .expect("session");
+        (session, recorder)
+    }
+
+    /// A host's hook declares no `timeout`: it has the default, 10s. Past it, the call goes on
+    /// as a failed hook's does (ask: it waits for a person), the event saying it timed out.
+    #[tokio::test]
+    async fn a_host_hook_that_never_answers_counts_as_ask_within_the_default_and_is_stopped() {
+        let ws = Workspace::new();
+        let hook = NeverAnswers::default();
+        let stopped = hook.stopped.clone();
+        let (mut session, recorder) = session_under(
+            &ws,
+            hook,
+            vec![write("w1", "a.txt"), ReplayModel::text("done")],
+            "build",
+        )
+        .await;
+        let started = Instant::now();
+        let outcome = tokio::time::timeout(Duration::from_secs(30), session.send_message("write"))
+            .await
+            .expect("the hook held the run past 30s: it is not bounded")
+            .expect("runs");
+        let took = started.elapsed();
+        assert!(
+            matches!(outcome, RunOutcome::ToolCallsSuspended { .. }),
+            "the call waits for a person: {outcome:?}"
+        );
+        assert!(!ws.path().join("a.txt").exists());
+        assert!(session.decision_history().is_empty(), "nothing decided");
+        let events = hook_events(&recorder.take());
+        let [(tool, HookDecision::Ask, Some(error))] = &events[..] else {
+            panic!("one failed hook, counted as ask: {events:?}")
+        };
+        assert_eq!(tool, "write_file");
+        assert!(error.contains("timed out after 10s"), "{error}");
+        assert!(
+            took >= Duration::from_secs(10) && took < Duration::from_secs(20),
+            "bounded by the default 10s: {took:?}"
+        );
+        // Its answer is dropped, not left running behind the run.
+        assert!(is_set_soon(&stopped).await, "the hook was stopped");
+    }
+
+    /// A host's hook that never answers within its own `timeout` (1s).
+    struct NeverWithin1s(NeverAnswers);
+
+    #[agent_controller::async_trait]
+    impl Hook for NeverWithin1s {
+        fn name(&self) -> &str {
+            "never"
+        }
+
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+
+        async fn decide(&self, request: &HookRequest) -> Result<HookVerdict, HookError> {
+            self.0.decide(request).await
+        }
+    }
+
+    /// A hook's own `timeout` bounds it: past it a plan goes on as under a failed hook (no
+    /// objection: it waits for a person), the event saying it timed out after 1s.
+    #[tokio::test]
+    async fn a_plan_hook_that_never_answers_counts_as_ask_within_its_own_timeout() {
+        let ws = Workspace::new();
+        let hook = NeverWithin1s(NeverAnswers::default());
+        let stopped = hook.0.stopped.clone();
+        let path = ws.plan("greet.md", PLAN);
+        let (mut session, recorder) = session_under(
+            &ws,
+            hook,
+            vec![
+                ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+                ReplayModel::text("revising"),
+            ],
+            "plan",
+        )
+        .await;
+        let started = Instant::now();
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(30), session.send_message("plan it"))
+                .await
+                .expect("the hook held the run past 30s: it is not bounded")
+                .expect("runs");
+        let took = started.elapsed();
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "the plan waits for a person: {outcome:?}"
+        );
+        assert!(session.decision_history().is_empty(), "nothing decided");
+        let events = hook_events(&recorder.take());
+        let [(tool, HookDecision::Ask, Some(error))] = &events[..] else {
+            panic!("one failed hook, counted as ask: {events:?}")
+        };
+        assert_eq!(tool, "submit_plan");
+        assert!(error.contains("timed out after 1s"), "{error}");
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(8),
+            "bounded by the hook's own 1s, not the default: {took:?}"
+        );
+        assert!(is_set_soon(&stopped).await, "the hook was stopped");
+    }
+
+    /// A run cancelled while a hook decides stops the hook too.
+    #[tokio::test]
+    async fn a_hook_still_asking_when_the_run_is_cancelled_is_stopped() {
+        let ws = Workspace::new();
+        let hook = NeverAnswers::default();
+        let (started, stopped) = (hook.started.clone(), hook.stopped.clone());
+        let path = ws.plan("greet.md", PLAN);
+        let (mut session, _) = session_under(
+            &ws,
+            hook,
+            vec![
+                ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+                ReplayModel::text("revising"),
+            ],
+            "plan",
+        )
+        .await;
+        let handle = session.cancel_handle();
+        let canceller = tokio::spawn(async move {
+            started.notified().await;
+            handle.cancel()
+        });
+        tokio::time::timeout(Duration::from_secs(30), session.send_message("plan it"))
+            .await
+            .expect("the cancelled run is back")
+            .expect("runs");
+        assert!(canceller.await.expect("task"), "a run was in progress");
+        assert!(is_set_soon(&stopped).await, "the hook was stopped");
+    }
+}

@@ -320,11 +320,7 @@ async fn a_reviewer_that_answers_badly_escalates_saying_why() {
             "10s",
             "more than one JSON value",
         ),
-        (
-            "cat > /dev/null\nsleep 5\n",
-            "1s",
-            "did not answer within 1s",
-        ),
+        ("cat > /dev/null\nsleep 5\n", "1s", "timed out after 1s"),
         ("cat > /dev/null\necho boom >&2\nexit 3\n", "10s", "boom"),
     ] {
         let world = World::new(script);
@@ -341,6 +337,184 @@ async fn a_reviewer_that_answers_badly_escalates_saying_why() {
             "{why}: {review:?}"
         );
         assert!(world.log(session.id()).is_empty(), "nothing decided: {why}");
+    }
+}
+
+/// Every reviewer is bounded in time, where the driver asks it: a reviewer that never answers
+/// (a model whose provider hangs, a reviewer a host registered) escalates within its entry's
+/// `timeout`, saying it timed out, and is stopped; it never holds the run for ever.
+mod bounded {
+    use super::*;
+    use agent_controller::review::{ReviewError, ReviewRequest, ReviewVerdict, Reviewer};
+    use agent_controller::{ModelError, ModelRequest, ModelResponse};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// A model whose provider never answers.
+    struct Silent;
+
+    #[agent_controller::async_trait]
+    impl LanguageModel for Silent {
+        async fn generate(&self, _: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+            std::future::pending().await
+        }
+    }
+
+    /// Sets its flag when dropped: whether a review that never answers was stopped.
+    struct SetOnDrop(Arc<AtomicBool>);
+
+    impl Drop for SetOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// A reviewer a host registered that never answers: `started` is notified when a review
+    /// starts, `stopped` set once it is dropped.
+    #[derive(Default)]
+    struct NeverAnswers {
+        started: Arc<tokio::sync::Notify>,
+        stopped: Arc<AtomicBool>,
+    }
+
+    #[agent_controller::async_trait]
+    impl Reviewer for NeverAnswers {
+        async fn review(&self, _: &ReviewRequest) -> Result<ReviewVerdict, ReviewError> {
+            let _stopped = SetOnDrop(self.stopped.clone());
+            self.started.notify_one();
+            std::future::pending().await
+        }
+    }
+
+    /// Whether `stopped` is set within 5s.
+    async fn is_set_soon(stopped: &AtomicBool) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stopped.load(Ordering::SeqCst)
+    }
+
+    /// Submits the plan under `config` with the controller `build` makes of the world's
+    /// builder: the outcome, the session, and how long the run took. A run that is not back
+    /// within 20s fails the test (the reviewer held it).
+    async fn submit_bounded(
+        world: &World,
+        config: &str,
+        build: impl FnOnce(
+            agent_controller::controller::AgentControllerBuilder,
+        ) -> agent_controller::controller::AgentControllerBuilder,
+    ) -> (RunOutcome, Session, Duration) {
+        let path = world.ws.plan("greet.md", PLAN);
+        let model = replay(vec![
+            ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+            ReplayModel::text("building"),
+        ]);
+        let controller = build(world.builder(config, model))
+            .build()
+            .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan"))
+            .await
+            .expect("session");
+        let started = Instant::now();
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(20), session.send_message("plan it"))
+                .await
+                .expect("the reviewer held the run past 20s: it is not bounded")
+                .expect("runs");
+        (outcome, session, started.elapsed())
+    }
+
+    /// The plan waits for a person, nothing decided, the review escalated saying it timed out
+    /// after 1s, within the entry's 1s (not the 10s default).
+    fn assert_timed_out(world: &World, outcome: &RunOutcome, session: &Session, took: Duration) {
+        assert!(
+            matches!(outcome, RunOutcome::Suspended { .. }),
+            "a person decides: {outcome:?}"
+        );
+        assert_eq!(session.mode().id(), "plan");
+        assert!(session.decision_history().is_empty());
+        let review = plan_review(session).expect("the failed review, shown");
+        assert_eq!(review.decision, ReviewDecision::Escalate);
+        assert!(
+            review
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("timed out after 1s")),
+            "{review:?}"
+        );
+        assert!(
+            took >= Duration::from_secs(1) && took < Duration::from_secs(8),
+            "bounded by the entry's 1s: {took:?}"
+        );
+        assert!(world.log(session.id()).is_empty(), "nothing decided");
+    }
+
+    #[tokio::test]
+    async fn a_model_reviewer_whose_provider_hangs_escalates_within_its_timeout() {
+        let world = World::new("");
+        let config = config("decide", "1s").replace(
+            "command = [\"sh\", \"review/critic.sh\"]",
+            "model = \"test/silent\"",
+        );
+        assert!(
+            config.contains("model = \"test/silent\"\ntimeout = \"1s\""),
+            "{config}"
+        );
+        let (outcome, session, took) = submit_bounded(&world, &config, |builder| {
+            builder.model_chooser(|_: &str| Ok(Arc::new(Silent) as Arc<dyn LanguageModel>))
+        })
+        .await;
+        assert_timed_out(&world, &outcome, &session, took);
+    }
+
+    #[tokio::test]
+    async fn a_host_reviewer_that_never_answers_escalates_within_the_entrys_timeout_and_is_stopped()
+    {
+        let world = World::new("");
+        let reviewer = NeverAnswers::default();
+        let stopped = reviewer.stopped.clone();
+        let (outcome, session, took) = submit_bounded(&world, &config("decide", "1s"), |builder| {
+            builder.reviewer("critic", reviewer)
+        })
+        .await;
+        assert_timed_out(&world, &outcome, &session, took);
+        // Its review is dropped, not left running behind the run.
+        assert!(is_set_soon(&stopped).await, "the review was stopped");
+    }
+
+    /// A run cancelled while its reviewer reviews (within a 10m timeout) stops the review too.
+    #[tokio::test]
+    async fn a_review_still_running_when_the_run_is_cancelled_is_stopped() {
+        let world = World::new("");
+        let reviewer = NeverAnswers::default();
+        let (started, stopped) = (reviewer.started.clone(), reviewer.stopped.clone());
+        let path = world.ws.plan("greet.md", PLAN);
+        let model = replay(vec![
+            ReplayModel::call("p1", "submit_plan", json!({ "path": path })),
+            ReplayModel::text("building"),
+        ]);
+        let controller = world
+            .builder(&config("decide", "10m"), model)
+            .reviewer("critic", reviewer)
+            .build()
+            .expect("controller");
+        let mut session = controller
+            .start_session(SessionOptions::new().mode("plan"))
+            .await
+            .expect("session");
+        let handle = session.cancel_handle();
+        let canceller = tokio::spawn(async move {
+            started.notified().await;
+            handle.cancel()
+        });
+        tokio::time::timeout(Duration::from_secs(20), session.send_message("plan it"))
+            .await
+            .expect("the cancelled run is back")
+            .expect("runs");
+        assert!(canceller.await.expect("task"), "a run was in progress");
+        assert!(is_set_soon(&stopped).await, "the review was stopped");
     }
 }
 
@@ -609,6 +783,33 @@ fn check_places_an_unknown_reviewer_and_warns_no_more() {
             .all(|w| w.kind() != config::ConfigErrorKind::NotEnforced),
         "{warnings:?}"
     );
+}
+
+/// A model reviewer takes a `timeout` as a command reviewer does (default 10s, at most 10m),
+/// and a bad or too long one is refused at its line and column.
+#[test]
+fn a_model_reviewer_takes_a_timeout_and_a_bad_one_is_placed() {
+    let text = |timeout: &str| {
+        format!(
+            "[[modes]]\nid = \"plan\"\nreviewBy = \"critic\"\n\n[[reviewers]]\nid = \"critic\"\nmodel = \"openai/gpt-4o\"\ntimeout = \"{timeout}\"\n"
+        )
+    };
+    let graph = config::parse(&text("30s"), "modes.toml").expect("a model reviewer's timeout");
+    assert_eq!(graph.reviewers()[0].timeout().as_secs(), 30);
+    let graph = config::parse(
+        "[[modes]]\nid = \"plan\"\nreviewBy = \"critic\"\n\n[[reviewers]]\nid = \"critic\"\nmodel = \"openai/gpt-4o\"\n",
+        "modes.toml",
+    )
+    .expect("valid");
+    assert_eq!(graph.reviewers()[0].timeout().as_secs(), 10, "the default");
+    for (timeout, says) in [("11m", "longer than"), ("soon", "soon")] {
+        let error = config::parse(&text(timeout), "modes.toml").expect_err(timeout);
+        let shown = error.to_string();
+        assert!(
+            shown.starts_with("modes.toml:8:11: ") && shown.contains(says),
+            "{timeout}: {shown}"
+        );
+    }
 }
 
 /// A model reviewer, driven by the scripted OpenAI-compatible server: offered no tools, told its
