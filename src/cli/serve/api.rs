@@ -9,7 +9,9 @@ use std::sync::Arc;
 use agent_controller::allowance::Allowance;
 use agent_controller::plan_report::PlanReport;
 use agent_controller::session::{SessionErrorKind, SessionHandle};
-use agent_controller::store::{PendingCursor, UnreadableRecord, check_session_id};
+use agent_controller::store::{
+    PendingCursor, PendingEntry, ShownPending, UnreadableRecord, check_session_id,
+};
 use agent_controller::{Decision, SessionError};
 use axum::Router;
 use axum::body::Bytes;
@@ -19,9 +21,10 @@ use axum::middleware::{self, Next};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use super::page::WithShown;
 use super::{BODY_LIMIT, BODY_TIMEOUT, Server};
 
 /// The most pending decisions one `GET /v1/pending` answers with.
@@ -248,26 +251,38 @@ async fn pending(
             &record.reason,
         );
     }
-    let entries = &page.pending;
-    let entries: Vec<Value> = entries.iter().map(super::page::with_shown).collect();
-    let mut body = json!({ "pending": entries });
-    // As `pending --json` says them: a record that cannot be read is not dropped in silence.
-    if !page.unreadable.is_empty() {
-        let unreadable: Vec<Value> = page.unreadable.iter().map(unreadable_with_shown).collect();
-        body["unreadable"] = Value::Array(unreadable);
-    }
-    if let Some(next) = &page.next_cursor {
-        body["nextCursor"] = Value::String(next.to_string());
-    }
+    let body = PendingBody {
+        pending: page
+            .pending
+            .iter()
+            .map(|entry| WithShown {
+                item: entry,
+                shown: entry.summary.shown(),
+            })
+            .collect(),
+        unreadable: page
+            .unreadable
+            .iter()
+            .map(|record| WithShown {
+                item: record,
+                shown: record.shown(),
+            })
+            .collect(),
+        next_cursor: page.next_cursor.as_ref().map(ToString::to_string),
+    };
     axum::Json(body).into_response()
 }
 
-/// A record that cannot be read as `GET /v1/pending` lists it: as `pending --json` says it,
-/// and `shown`, its texts as a person must read them ([`UnreadableRecord::shown`]).
-fn unreadable_with_shown(record: &UnreadableRecord) -> Value {
-    let mut value = json!(record);
-    value["shown"] = json!(record.shown());
-    value
+/// `GET /v1/pending`'s answer: the page's entries, the records that cannot be read (as
+/// `pending --json` says them: never dropped in silence), and the next page's cursor.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PendingBody<'a> {
+    pending: Vec<WithShown<'a, PendingEntry, ShownPending>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    unreadable: Vec<WithShown<'a, UnreadableRecord, UnreadableRecord>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<String>,
 }
 
 /// `POST /v1/sessions/{sessionId}/decisions/{decisionId}`: the decision JSON `decide --json`

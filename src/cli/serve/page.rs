@@ -16,9 +16,8 @@ use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use serde_json::Value;
+use serde::Serialize;
 
-use agent_controller::store::PendingEntry;
 
 use super::Server;
 
@@ -72,15 +71,16 @@ fn asset(body: &'static str, content_type: &'static str) -> Response {
     response
 }
 
-/// A pending entry as `GET /v1/pending` lists it: the entry as `pending --json` prints it, and
-/// `shown`, its texts as a person must read them ([`PendingSummary::shown`]).
+/// What `GET /v1/pending` lists (a pending entry, an unreadable record): `item` as `pending
+/// --json` prints it, and `shown`, its texts as a person must read them
+/// ([`PendingSummary::shown`], [`UnreadableRecord::shown`]). Written straight to JSON, with no
+/// tree built between.
 ///
 /// [`PendingSummary::shown`]: agent_controller::store::PendingSummary::shown
-pub(crate) fn with_shown(entry: &PendingEntry) -> Value {
-    let mut value = serde_json::to_value(entry).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        let shown = serde_json::to_value(entry.summary.shown()).unwrap_or(Value::Null);
-        map.insert("shown".to_owned(), shown);
-    }
-    value
+/// [`UnreadableRecord::shown`]: agent_controller::store::UnreadableRecord::shown
+#[derive(Serialize)]
+pub(crate) struct WithShown<'a, T, S> {
+    #[serde(flatten)]
+    pub(crate) item: &'a T,
+    pub(crate) shown: S,
 }
