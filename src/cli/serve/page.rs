@@ -18,7 +18,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Serialize;
 
-
 use super::Server;
 
 /// The page.
