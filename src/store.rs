@@ -1004,8 +1004,11 @@ pub(crate) fn check_workspace_allowance(
 }
 
 /// What [`SessionStore::load`] answers for one id, as [`SessionStore::load_many`] answers it for
-/// each: the record, `None` when the session does not exist, or why it cannot be read.
-pub type Loaded = Result<Option<SessionRecord>, StoreError>;
+/// each: the record, `None` when the session does not exist, or why it cannot be read. The
+/// record is shared, so a store that keeps the records it read (the file store) hands them out
+/// without copying each; a caller that changes one takes its own copy
+/// ([`Arc::unwrap_or_clone`]).
+pub type Loaded = Result<Option<Arc<SessionRecord>>, StoreError>;
 
 /// Where sessions are kept between processes.
 ///
@@ -1093,7 +1096,7 @@ pub trait SessionStore: Send + Sync {
     async fn load_many(&self, session_ids: &[&str]) -> Result<Vec<Loaded>, StoreError> {
         let mut loaded = Vec::with_capacity(session_ids.len());
         for id in session_ids {
-            loaded.push(self.load(id).await);
+            loaded.push(self.load(id).await.map(|found| found.map(Arc::new)));
         }
         Ok(loaded)
     }

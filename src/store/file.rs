@@ -720,7 +720,7 @@ impl SessionStore for FileStore {
                 .iter()
                 .map(|id| {
                     check_session_id(id)?;
-                    Ok(store.read_current_kept(id, true)?.map(Arc::unwrap_or_clone))
+                    store.read_current_kept(id, true)
                 })
                 .collect())
         })

@@ -444,7 +444,7 @@ impl SessionStore for PostgresStore {
             .map(|&id| {
                 found
                     .get(id)
-                    .map(|text| decode(id, text.as_bytes()))
+                    .map(|text| decode(id, text.as_bytes()).map(Arc::new))
                     .transpose()
             })
             .collect())

@@ -272,7 +272,7 @@ impl SessionStore for SqliteStore {
                 .map(|id| {
                     found
                         .get(id)
-                        .map(|cell| decode_column(id, cell.into()))
+                        .map(|cell| decode_column(id, cell.into()).map(Arc::new))
                         .transpose()
                 })
                 .collect())

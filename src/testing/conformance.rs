@@ -781,7 +781,7 @@ async fn load_many(
         for (id, answer) in ids.iter().zip(&many) {
             let one = store.load(id).await;
             let same = match (answer, &one) {
-                (Ok(a), Ok(b)) => a == b,
+                (Ok(a), Ok(b)) => a.as_deref() == b.as_ref(),
                 (Err(_), Err(_)) => true,
                 _ => false,
             };
