@@ -416,7 +416,8 @@ mod tests {
 }
 
 /// The default `timeout` of a `[[hooks]]` command, of a hook a host registers
-/// ([`Hook::timeout`]) and of a review: 10 seconds.
+/// ([`Hook::timeout`]) and of a `command` review (a `model` review's is
+/// [`crate::review::DEFAULT_MODEL_REVIEW_TIMEOUT`]): 10 seconds.
 pub const DEFAULT_HOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The longest `timeout` a hook (a `[[hooks]]` command, or a host's [`Hook::timeout`]) or a

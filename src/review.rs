@@ -27,7 +27,8 @@
 //! malformed JSON, two objects, a model's tool call) counts as `escalate`, saying why: logged,
 //! and kept in the review ([`ReviewRecord::error`]). Every review is bounded in time where the
 //! session asks for it, whoever answers (a command, a model, a reviewer a host registered): by
-//! the entry's `timeout` ([`ReviewerConfig::timeout`], default 10s, at most 10m); past it the
+//! the entry's `timeout` ([`ReviewerConfig::timeout`], default 2m for a model and 10s for a
+//! command, at most 10m); past it the
 //! review is stopped and escalates, saying it timed out. The audit record of a decision a
 //! reviewer took says so ([`crate::event::DecidedHow::Reviewer`]).
 //!
@@ -168,6 +169,12 @@ impl ReviewError {
         &self.message
     }
 }
+
+/// The default `timeout` of a `[[reviewers]]` entry with a `model`: two minutes, since a
+/// model reads the whole plan and may think before it answers. A `command` reviewer's default is
+/// [`crate::hook::DEFAULT_HOOK_TIMEOUT`] (10s); either may set its own, at most
+/// [`crate::hook::MAX_HOOK_TIMEOUT`].
+pub const DEFAULT_MODEL_REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A reviewer: consulted on the plans (and, with `reviewToolCalls`, the waiting tool calls) of
 /// the modes whose `reviewBy` names its id (module docs: [`crate::review`]). Register one with
@@ -343,7 +350,8 @@ impl ReviewerConfig {
     }
 
     /// How long a review by this id may take (`timeout`: default
-    /// [`crate::hook::DEFAULT_HOOK_TIMEOUT`], at most [`crate::hook::MAX_HOOK_TIMEOUT`]),
+    /// [`DEFAULT_MODEL_REVIEW_TIMEOUT`] for a `model`, [`crate::hook::DEFAULT_HOOK_TIMEOUT`]
+    /// for a `command`, at most [`crate::hook::MAX_HOOK_TIMEOUT`]),
     /// whoever answers for the id: the entry's command or model, or a reviewer a host
     /// registered under it. Past it the review is stopped and counts as
     /// [`ReviewDecision::Escalate`].

@@ -13,6 +13,7 @@ use toml::Spanned;
 use super::{ConfigError, ConfigErrorKind, Source, did_you_mean, is_valid_id};
 use crate::deadline::ApprovalTimeout;
 use crate::hook::{DEFAULT_HOOK_TIMEOUT, HookConfig, HookOn, MAX_HOOK_TIMEOUT};
+use crate::review::DEFAULT_MODEL_REVIEW_TIMEOUT;
 use crate::review::{ModeReview, ReviewerConfig, ReviewerKind, ReviewerMay};
 
 /// One `[[hooks]]` entry as written.
@@ -64,9 +65,9 @@ pub(super) struct RawReviewer {
     model: Option<Spanned<String>>,
     /// What a model reviewer is told.
     instructions: Option<String>,
-    /// How long a review may take (`"30s"`, default 10s, at most 10m), by the command, the
-    /// model or a reviewer a host registered under this id: past it, it is stopped and counts
-    /// as `escalate`.
+    /// How long a review may take (`"30s"`, default 2m for a model and 10s for a command, at
+    /// most 10m), by the command, the model or a reviewer a host registered under this id:
+    /// past it, it is stopped and counts as `escalate`.
     #[cfg_attr(feature = "schema", schemars(with = "Option<super::schema::Duration>"))]
     timeout: Option<Spanned<String>>,
 }
@@ -245,8 +246,14 @@ pub(super) fn validate_reviewers(
             ));
             continue;
         }
+        // A model reads the whole plan and may think before it answers: it gets longer.
+        let default = if entry.command.is_none() && entry.model.is_some() {
+            DEFAULT_MODEL_REVIEW_TIMEOUT
+        } else {
+            DEFAULT_HOOK_TIMEOUT
+        };
         let timeout = match &entry.timeout {
-            None => DEFAULT_HOOK_TIMEOUT,
+            None => default,
             Some(text) => match text.get_ref().parse::<ApprovalTimeout>() {
                 Ok(t) if t.duration() <= MAX_HOOK_TIMEOUT => t.duration(),
                 Ok(_) => {
@@ -254,11 +261,11 @@ pub(super) fn validate_reviewers(
                         text.span(),
                         format!("reviewer `{id}` has timeout `{}`, longer than the most a reviewer may hold a run (10m)", text.get_ref()),
                     ));
-                    DEFAULT_HOOK_TIMEOUT
+                    default
                 }
                 Err(e) => {
                     errors.push(err(text.span(), format!("reviewer `{id}` timeout: {e}")));
-                    DEFAULT_HOOK_TIMEOUT
+                    default
                 }
             },
         };

@@ -133,7 +133,7 @@ mod tests {
         assert_eq!(timeout_of(&graph, "slow").as_secs(), 120);
         assert_eq!(
             timeout_of(&graph, "plain"),
-            crate::hook::DEFAULT_HOOK_TIMEOUT
+            crate::review::DEFAULT_MODEL_REVIEW_TIMEOUT
         );
         assert_eq!(
             timeout_of(&graph, "unknown"),

@@ -801,7 +801,26 @@ fn a_model_reviewer_takes_a_timeout_and_a_bad_one_is_placed() {
         "modes.toml",
     )
     .expect("valid");
-    assert_eq!(graph.reviewers()[0].timeout().as_secs(), 10, "the default");
+    // A model's review takes longer than a script's: its default is two minutes.
+    assert_eq!(
+        graph.reviewers()[0].timeout(),
+        agent_controller::review::DEFAULT_MODEL_REVIEW_TIMEOUT,
+        "the default"
+    );
+    assert_eq!(
+        agent_controller::review::DEFAULT_MODEL_REVIEW_TIMEOUT.as_secs(),
+        120
+    );
+    let graph = config::parse(
+        "[[modes]]\nid = \"plan\"\nreviewBy = \"lint\"\n\n[[reviewers]]\nid = \"lint\"\ncommand = [\"true\"]\n",
+        "modes.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        graph.reviewers()[0].timeout().as_secs(),
+        10,
+        "a command's default"
+    );
     for (timeout, says) in [("11m", "longer than"), ("soon", "soon")] {
         let error = config::parse(&text(timeout), "modes.toml").expect_err(timeout);
         let shown = error.to_string();
