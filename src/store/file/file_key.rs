@@ -6,7 +6,8 @@
 //! status-change time together (the last also changes when a file is rewritten in place with
 //! its modification time put back). File times are coarse (a clock tick, a second or two on some file systems): a file rewritten
 //! within the same tick as the one read before it could show the same key. So a record is
-//! kept only when its file was last modified more than [`SETTLE`] before it was read (as git
+//! kept only when its file was last modified more than [`SETTLE`] before it was read
+//! ([`SETTLE_FINE`] on a file system that keeps sub-second times) (as git
 //! re-reads "racily clean" index entries): any later write to that inode then carries a later
 //! modification time, and a record modified just now is parsed again at each listing until it
 //! settles.
@@ -15,9 +16,16 @@ use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How long before its reading a file must have been last modified for its record to be kept:
-/// more than the coarsest file-time granularity in use (FAT's two seconds).
+/// How long before its reading a file must have been last modified for its record to be kept,
+/// when its modification time is a whole second: more than the coarsest file-time granularity
+/// in use (FAT's two seconds). A time a process set (`touch -d`) is whole seconds too.
 const SETTLE: Duration = Duration::from_secs(3);
+
+/// The same for a file whose modification time has nanoseconds: its file system keeps
+/// sub-second times (ext4, XFS, btrfs, tmpfs, NTFS; exFAT's are of 10 ms), stepped by the
+/// kernel's clock tick (at most 10 ms), so a quarter of a second is many ticks. Without it,
+/// every record saved in the last three seconds was parsed again at each listing.
+const SETTLE_FINE: Duration = Duration::from_millis(250);
 
 /// What identifies one content of a file (this module's docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,14 +50,16 @@ impl FileKey {
     }
 
     /// Whether a file of this key, read at `read_at` or later, was last modified more than
-    /// [`SETTLE`] before: a later write cannot show the same key, so its record may be kept.
+    /// [`SETTLE`] before ([`SETTLE_FINE`] when its time has nanoseconds): a later write cannot
+    /// show the same key, so its record may be kept.
     pub(super) fn settled(&self, read_at: SystemTime) -> bool {
         let (Ok(secs), Ok(nanos)) = (u64::try_from(self.mtime.0), u32::try_from(self.mtime.1))
         else {
             return false;
         };
         let modified = UNIX_EPOCH + Duration::new(secs, nanos);
-        modified + SETTLE <= read_at
+        let settle = if nanos == 0 { SETTLE } else { SETTLE_FINE };
+        modified + settle <= read_at
     }
 }
 
@@ -57,6 +67,7 @@ impl FileKey {
 mod tests {
     use super::*;
 
+    /// A key whose modification time is `at` (its nanoseconds kept).
     fn key_modified(at: SystemTime) -> FileKey {
         let since = at.duration_since(UNIX_EPOCH).expect("after the epoch");
         FileKey {
@@ -68,18 +79,50 @@ mod tests {
         }
     }
 
+    /// A key modified at `at`'s whole second, as a file system of second times (or `touch -d`)
+    /// gives it.
+    fn key_of_whole_second(at: SystemTime) -> FileKey {
+        let mut key = key_modified(at);
+        key.mtime.1 = 0;
+        key
+    }
+
+    /// A time `ago` before `now` with nanoseconds (ext4's, say).
+    fn with_nanos(now: SystemTime, ago: Duration) -> FileKey {
+        let mut at = now - ago;
+        if at.duration_since(UNIX_EPOCH).expect("after").subsec_nanos() == 0 {
+            at -= Duration::from_nanos(1);
+        }
+        key_modified(at)
+    }
+
     #[test]
     fn a_file_modified_just_before_its_reading_is_not_settled() {
         let now = SystemTime::now();
-        assert!(!key_modified(now).settled(now));
-        assert!(!key_modified(now - Duration::from_secs(1)).settled(now));
-        assert!(!key_modified(now + Duration::from_secs(60)).settled(now));
-        assert!(key_modified(now - SETTLE).settled(now));
-        assert!(key_modified(now - Duration::from_secs(3600)).settled(now));
+        assert!(!key_of_whole_second(now).settled(now));
+        assert!(!key_of_whole_second(now - Duration::from_secs(1)).settled(now));
+        assert!(!key_of_whole_second(now + Duration::from_secs(60)).settled(now));
+        assert!(key_of_whole_second(now - SETTLE).settled(now));
+        assert!(key_of_whole_second(now - Duration::from_secs(3600)).settled(now));
+        assert!(!with_nanos(now, Duration::from_millis(10)).settled(now));
+        assert!(!with_nanos(now, Duration::ZERO).settled(now));
         let before_epoch = FileKey {
             mtime: (-5, 0),
             ..key_modified(now)
         };
         assert!(!before_epoch.settled(now));
+    }
+
+    /// A file system that keeps sub-second times (ext4, XFS, btrfs, tmpfs: the key's
+    /// modification time has nanoseconds) steps them by a clock tick of a few milliseconds, so
+    /// a file settles after [`SETTLE_FINE`], not after the two seconds of FAT's (whose times
+    /// are whole seconds, as are the times a process sets with `touch -d`).
+    #[test]
+    fn a_file_with_sub_second_times_settles_sooner() {
+        let now = SystemTime::now();
+        assert!(with_nanos(now, Duration::from_millis(400)).settled(now));
+        assert!(!with_nanos(now, Duration::from_millis(100)).settled(now));
+        assert!(!key_of_whole_second(now - Duration::from_millis(1500)).settled(now));
+        assert!(key_of_whole_second(now - Duration::from_secs(4)).settled(now));
     }
 }
