@@ -555,17 +555,9 @@ async fn the_log_says_a_hook_rejected_a_plan_and_names_it() {
 /// is cancelled.
 mod bounded {
     use super::*;
+    use crate::common::dropped::{SetOnDrop, is_set_soon};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::{Duration, Instant};
-
-    /// Sets its flag when dropped: whether a hook that never answers was stopped.
-    struct SetOnDrop(Arc<AtomicBool>);
-
-    impl Drop for SetOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
-        }
-    }
 
     /// A hook a host registered that never answers: `started` is notified when it is asked,
     /// `stopped` set once its answer is dropped.
@@ -586,15 +578,6 @@ mod bounded {
             self.started.notify_one();
             std::future::pending().await
         }
-    }
-
-    /// Whether `stopped` is set within 5s.
-    async fn is_set_soon(stopped: &AtomicBool) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        stopped.load(Ordering::SeqCst)
     }
 
     /// A session in `mode` under `hook` whose model answers `script`, with its recorder.

@@ -345,6 +345,7 @@ async fn a_reviewer_that_answers_badly_escalates_saying_why() {
 /// `timeout`, saying it timed out, and is stopped; it never holds the run for ever.
 mod bounded {
     use super::*;
+    use crate::common::dropped::{SetOnDrop, is_set_soon};
     use agent_controller::review::{ReviewError, ReviewRequest, ReviewVerdict, Reviewer};
     use agent_controller::{ModelError, ModelRequest, ModelResponse};
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -357,15 +358,6 @@ mod bounded {
     impl LanguageModel for Silent {
         async fn generate(&self, _: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
             std::future::pending().await
-        }
-    }
-
-    /// Sets its flag when dropped: whether a review that never answers was stopped.
-    struct SetOnDrop(Arc<AtomicBool>);
-
-    impl Drop for SetOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::SeqCst);
         }
     }
 
@@ -384,15 +376,6 @@ mod bounded {
             self.started.notify_one();
             std::future::pending().await
         }
-    }
-
-    /// Whether `stopped` is set within 5s.
-    async fn is_set_soon(stopped: &AtomicBool) -> bool {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !stopped.load(Ordering::SeqCst) && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        stopped.load(Ordering::SeqCst)
     }
 
     /// Submits the plan under `config` with the controller `build` makes of the world's

@@ -1950,29 +1950,37 @@ fn event_ids(body: &str) -> Vec<u64> {
 /// connection closed when it took nothing for 30 s), and never skips an event in silence: what it got is every event up to where it ended, and reconnecting with
 /// `Last-Event-ID` gives it the rest, as a client that kept reading got them. Meanwhile the
 /// other clients got every event.
+/// A client of `GET /v1/events` on `served` that reads nothing until its test reads: a small
+/// receive buffer, its request sent.
+async fn silent_events_client(served: &Served) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
+    let address: std::net::SocketAddr = served
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let mut client = socket.connect(address).await.expect("connect");
+    let head = format!(
+        "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    );
+    client.write_all(head.as_bytes()).await.expect("the head");
+    client
+}
+
 #[test]
 fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconnecting() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     // Enough that it falls 1,024 events behind once the buffers between the two ends are full.
     const EVENTS: usize = 3_000;
     let ws = Workspace::new();
     let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
     runtime().block_on(async {
         // The slow client: a small receive buffer, and it reads nothing until told.
-        let address: std::net::SocketAddr = served
-            .base
-            .trim_start_matches("http://")
-            .parse()
-            .expect("an address");
-        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-        socket.set_recv_buffer_size(4096).expect("a small buffer");
-        let mut slow = socket.connect(address).await.expect("connect");
-        let head = format!(
-            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-        );
-        slow.write_all(head.as_bytes()).await.expect("the head");
+        let mut slow = silent_events_client(&served).await;
         // A client that reads every event, as they come.
         let mut reader = served.events("/v1/events", None).await;
         let seen = Arc::new(AtomicUsize::new(0));
@@ -2060,23 +2068,12 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
 fn a_client_that_stops_reading_for_good_is_cut_off() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     const EVENTS: usize = 1_500;
     let ws = Workspace::new();
     let served = Served::start(&ws, &ws.path().join("sessions").display().to_string());
     runtime().block_on(async {
-        let address: std::net::SocketAddr = served
-            .base
-            .trim_start_matches("http://")
-            .parse()
-            .expect("an address");
-        let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-        socket.set_recv_buffer_size(4096).expect("a small buffer");
-        let mut stuck = socket.connect(address).await.expect("connect");
-        let head = format!(
-            "GET /v1/events HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-        );
-        stuck.write_all(head.as_bytes()).await.expect("the head");
+        let mut stuck = silent_events_client(&served).await;
         // More events than the buffers between the two ends hold (as in the test above).
         let mut reader = served.events("/v1/events", None).await;
         let seen = Arc::new(AtomicUsize::new(0));

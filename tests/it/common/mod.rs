@@ -4,6 +4,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod clock;
+pub mod dropped;
 pub mod endless;
 pub mod faulty;
 pub mod openai_server;
