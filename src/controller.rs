@@ -319,8 +319,9 @@ impl AgentControllerBuilder {
     /// (and, with `reviewToolCalls`, its waiting tool calls) to it before a person is asked
     /// ([`crate::review`]). It takes the place of the config's `[[reviewers]]` entry with the
     /// same id (the config must still declare one, so `reviewBy` is checked), and is bounded by
-    /// that entry's `timeout` ([`crate::review::ReviewerConfig::timeout`], default 10s): a review
-    /// still running past it is dropped and counts as escalate.
+    /// that entry's `timeout` ([`crate::review::ReviewerConfig::timeout`]: default 2m for an
+    /// entry with a `model`, 10s for one with a `command`): a review still running past it is
+    /// dropped and counts as escalate.
     ///
     /// Without one, the config's entries are built: a `command` one as a command reviewer
     /// (feature `command-hooks`), a `model` one as a model reviewer

@@ -664,7 +664,6 @@ impl Decision {
         ))
     }
 
-    /// The feedback, trimmed; `None` when there is none or it is blank.
     /// Mastra's bare resume data for a suspended call, as an answer: a string, or an array of
     /// strings (`["a", "b"]`); `None` for anything else. An action's name alone (`"approved"`,
     /// `["approved"]`: serde's array form of a decision) is never read as an answer.
@@ -685,6 +684,7 @@ impl Decision {
         (bare && !action_name).then(|| Self::answer(value.clone()))
     }
 
+    /// The feedback, trimmed; `None` when there is none or it is blank.
     pub(crate) fn feedback(&self) -> Option<&str> {
         self.feedback
             .as_deref()

@@ -582,6 +582,15 @@ fn backdate(path: &std::path::Path) -> SystemTime {
     then
 }
 
+/// Waits until the file at `path`, changed just now, has settled for the file store: its
+/// status-change time (the kernel's, which [`backdate`] does not put back) is past the settle
+/// window, a quarter of a second where file times have nanoseconds, three seconds where not.
+fn wait_settled(path: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let fine = std::fs::metadata(path).expect("stat").ctime_nsec() != 0;
+    std::thread::sleep(Duration::from_millis(if fine { 300 } else { 3100 }));
+}
+
 /// A listing of a file store parses each pending record once while its file stays unchanged:
 /// the next listing, and the load of the page's sessions (`pending_entries`), read none again.
 #[test]
@@ -597,6 +606,7 @@ fn the_file_store_parses_an_unchanged_pending_record_once() {
                 .expect("save");
             backdate(&dir.path().join(format!("{id}.pending.json")));
         }
+        wait_settled(&dir.path().join("s19.pending.json"));
         let before = store.records_read();
         let page = store.list_pending_page(None, 10).await.expect("page");
         assert_eq!(page.pending.len(), 10);

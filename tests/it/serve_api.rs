@@ -1862,6 +1862,12 @@ fn an_approval_without_its_sha256_is_422_and_changes_nothing() {
         for unpinned in [
             json!({ "action": "approved" }),
             json!({ "action": "approved", "targetModeId": "build", "feedback": "go" }),
+            // A blank pin, a null one, an approval of some steps only, one that claims a name.
+            json!({ "action": "approved", "sha256": " \t\n" }),
+            json!({ "action": "approved", "sha256": "" }),
+            json!({ "action": "approved", "sha256": null }),
+            json!({ "action": "approved", "steps": [1] }),
+            json!({ "action": "approved", "decidedBy": "alice" }),
         ] {
             let (status, why) = served.post(&path, &unpinned.to_string()).await;
             assert_eq!(
