@@ -556,7 +556,7 @@ async fn the_log_says_a_hook_rejected_a_plan_and_names_it() {
 mod bounded {
     use super::*;
     use crate::common::dropped::{SetOnDrop, is_set_soon};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
 
     /// A hook a host registered that never answers: `started` is notified when it is asked,

@@ -348,7 +348,7 @@ mod bounded {
     use crate::common::dropped::{SetOnDrop, is_set_soon};
     use agent_controller::review::{ReviewError, ReviewRequest, ReviewVerdict, Reviewer};
     use agent_controller::{ModelError, ModelRequest, ModelResponse};
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::AtomicBool;
     use std::time::{Duration, Instant};
 
     /// A model whose provider never answers.
