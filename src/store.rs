@@ -619,30 +619,6 @@ impl UnreadableRecord {
             reason,
         }
     }
-
-    /// The same report as a person must read it, as [`PendingSummary::shown`] gives a pending
-    /// decision's texts: its session id, location and reason each on one line, every character
-    /// that could hide or fake text as its escape ([`crate::display::neutralize_line_within`]),
-    /// nothing cut. A location is a path, and a path may hold any character.
-    ///
-    /// # Examples
-    /// ```
-    /// use agent_controller::store::{StoreError, UnreadableRecord};
-    /// let error = StoreError::backend_message("not JSON");
-    /// let report = UnreadableRecord::new("s1", "/var/sessions\u{202e}/s1.json", &error);
-    /// let shown = report.shown();
-    /// assert_eq!(shown.location, "/var/sessions\\u{202e}/s1.json");
-    /// assert_eq!(shown.session_id, "s1");
-    /// ```
-    pub fn shown(&self) -> Self {
-        let line =
-            |text: &str| crate::display::neutralize_line_within(text, usize::MAX).into_owned();
-        Self {
-            session_id: line(&self.session_id),
-            location: line(&self.location),
-            reason: line(&self.reason),
-        }
-    }
 }
 
 impl SessionRecord {
@@ -1736,10 +1712,7 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
 /// migrated, one of a newer version is refused ([`StoreError::NewerSchema`]), anything
 /// unreadable, or a record naming another session, is [`StoreError::Corrupt`].
 pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
-    let corrupt = |message: String| StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        message,
-    };
+    let corrupt = |message: String| corrupt(session_id, message);
     // A record of this version is read straight into its type, in one pass; anything else (an
     // older or newer version, or bytes that do not read as a record) takes the general path,
     // which migrates or says what is wrong.
@@ -1764,10 +1737,7 @@ pub(crate) fn decode(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, St
 /// [`decode`]'s general path: the record read as JSON, its schema version checked, migrated
 /// from an older one ([`migrate`]), then read into its type.
 fn decode_any_version(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, StoreError> {
-    let corrupt = |message: String| StoreError::Corrupt {
-        session_id: session_id.to_owned(),
-        message,
-    };
+    let corrupt = |message: String| corrupt(session_id, message);
     let mut value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     let found = value
@@ -1786,6 +1756,14 @@ fn decode_any_version(session_id: &str, bytes: &[u8]) -> Result<SessionRecord, S
     }
     migrate(&mut value, found);
     serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))
+}
+
+/// [`StoreError::Corrupt`]: the record of `session_id` cannot be read, and why.
+fn corrupt(session_id: &str, message: String) -> StoreError {
+    StoreError::Corrupt {
+        session_id: session_id.to_owned(),
+        message,
+    }
 }
 
 /// Checks that each plan text the record holds is the text its sha256 pins: the pending plan

@@ -154,9 +154,9 @@ const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Serves `app` on each connection `listener` accepts (HTTP/1.1, each request's headers within
-/// [`HEADER_TIMEOUT`], each write taken within [`WRITE_TIMEOUT`]) until `shutdown` ends; then takes no new connection, closes the idle
-/// ones, and waits for the requests in progress to be answered. What `axum::serve` with its
-/// graceful shutdown does, with the header bound it lacks.
+/// [`HEADER_TIMEOUT`], each write taken within [`WRITE_TIMEOUT`]) until `shutdown` ends; then
+/// takes no new connection, closes the idle ones, and waits for the requests in progress to be
+/// answered. What `axum::serve` with its graceful shutdown does, with the bounds it lacks.
 async fn serve_connections(
     listener: tokio::net::TcpListener,
     app: axum::Router,

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{PendingKind, PendingSummary};
+use super::{PendingKind, PendingSummary, UnreadableRecord};
 use crate::display::{arguments_whole, neutralize, neutralize_line_within};
 
 /// A pending decision's texts as shown to the person who decides ([`PendingSummary::shown`]):
@@ -248,5 +248,29 @@ fn text_of(value: &serde_json::Value) -> String {
     match value {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+impl UnreadableRecord {
+    /// The same report as a person must read it, as [`PendingSummary::shown`] gives a pending
+    /// decision's texts: its session id, location and reason each on one line, every character
+    /// that could hide or fake text as its escape ([`neutralize_line_within`]),
+    /// nothing cut. A location is a path, and a path may hold any character.
+    ///
+    /// # Examples
+    /// ```
+    /// use agent_controller::store::{StoreError, UnreadableRecord};
+    /// let error = StoreError::backend_message("not JSON");
+    /// let report = UnreadableRecord::new("s1", "/var/sessions\u{202e}/s1.json", &error);
+    /// let shown = report.shown();
+    /// assert_eq!(shown.location, "/var/sessions\\u{202e}/s1.json");
+    /// assert_eq!(shown.session_id, "s1");
+    /// ```
+    pub fn shown(&self) -> Self {
+        Self {
+            session_id: line(&self.session_id),
+            location: line(&self.location),
+            reason: line(&self.reason),
+        }
     }
 }

@@ -410,7 +410,7 @@ mod bounded {
     }
 
     /// The plan waits for a person, nothing decided, the review escalated saying it timed out
-    /// after 1s, within the entry's 1s (not the 10s default).
+    /// after 1s, within the entry's 1s (not the 2m default).
     fn assert_timed_out(world: &World, outcome: &RunOutcome, session: &Session, took: Duration) {
         assert!(
             matches!(outcome, RunOutcome::Suspended { .. }),
@@ -768,7 +768,8 @@ fn check_places_an_unknown_reviewer_and_warns_no_more() {
     );
 }
 
-/// A model reviewer takes a `timeout` as a command reviewer does (default 10s, at most 10m),
+/// A model reviewer takes a `timeout` as a command reviewer does (default 2m for a model, 10s
+/// for a command, at most 10m),
 /// and a bad or too long one is refused at its line and column.
 #[test]
 fn a_model_reviewer_takes_a_timeout_and_a_bad_one_is_placed() {

@@ -1951,11 +1951,6 @@ fn event_ids(body: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The hostile-client pass (issue 39): a client that stops reading the events falls behind;
-/// once past 1,024 events its stream ends (it is dropped: the stream's last chunk, or the
-/// connection closed when it took nothing for 30 s), and never skips an event in silence: what it got is every event up to where it ended, and reconnecting with
-/// `Last-Event-ID` gives it the rest, as a client that kept reading got them. Meanwhile the
-/// other clients got every event.
 /// A client of `GET /v1/events` on `served` that reads nothing until its test reads: a small
 /// receive buffer, its request sent.
 async fn silent_events_client(served: &Served) -> tokio::net::TcpStream {
@@ -1975,6 +1970,12 @@ async fn silent_events_client(served: &Served) -> tokio::net::TcpStream {
     client
 }
 
+/// The hostile-client pass (issue 39): a client that stops reading the events falls behind;
+/// once past 1,024 events its stream ends (it is dropped: the stream's last chunk, or the
+/// connection closed when it took nothing for 30 s), and never skips an event in silence: what
+/// it got is every event up to where it ended, and reconnecting with `Last-Event-ID` gives it
+/// the rest, as a client that kept reading got them. Meanwhile the other clients got every
+/// event.
 #[test]
 fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconnecting() {
     use std::sync::Arc;

@@ -286,8 +286,9 @@ struct PendingBody<'a> {
 }
 
 /// `POST /v1/sessions/{sessionId}/decisions/{decisionId}`: the decision JSON `decide --json`
-/// takes; an approval pinned to what it approves (`sha256`, [`Decision::check_pinned`]); 200 with the decision once saved ([`agent_controller::session::DecisionTaken`]), the
-/// run carried on in the background.
+/// takes, an approval pinned to what it approves (`sha256`, [`Decision::check_pinned`]); 200
+/// with the decision once saved ([`agent_controller::session::DecisionTaken`]), the run
+/// carried on in the background.
 async fn decide(
     State(server): State<Arc<Server>>,
     Path((session_id, decision_id)): Path<(String, String)>,
@@ -312,10 +313,6 @@ async fn decide(
     {
         fields.remove("decidedBy");
     }
-    let handle = match server.session(&session_id).await {
-        Ok(handle) => handle,
-        Err(e) => return refused(&e),
-    };
     // A person approves what the page showed them, never whatever waits now (a plan revised
     // since). What is no decision object (a bare answer) is read, or refused, below.
     if let Ok(decision) = Decision::from_json(&data)
@@ -323,6 +320,10 @@ async fn decide(
     {
         return refused(&e);
     }
+    let handle = match server.session(&session_id).await {
+        Ok(handle) => handle,
+        Err(e) => return refused(&e),
+    };
     match handle
         .decide_json_via(
             &decision_id,

@@ -25,7 +25,7 @@ pub(crate) fn document() -> Value {
     let session_id = json!({ "name": "sessionId", "in": "path", "required": true, "schema": { "type": "string" } });
     let decision_id = json!({ "name": "decisionId", "in": "path", "required": true, "schema": { "type": "string" } });
     let events = json!({
-        "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did, `events_missed`, without an `id:`, when some are gone: the server itself missed them, or a reconnecting client missed more than the server keeps; read the state again), each with an `id:`. A client that falls 1,024 events behind gets the end of its stream: reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
+        "200": { "description": "Server-Sent Events: each `data:` one event as `--json` prints it (or `decision_waiting` / `decision_settled` for what another process did, `events_missed` when some are gone: the server itself missed them, or a reconnecting client missed more than the server keeps (this one first, without an `id:`); read the state again), each with an `id:`. A client that falls 1,024 events behind gets the end of its stream: reconnect with `Last-Event-ID` to get what was missed, as far as the server keeps it.", "content": { "text/event-stream": {} } },
         "401": refusals["401"],
     });
     let mut session_events = events.clone();
