@@ -628,6 +628,19 @@ fn the_file_store_parses_an_unchanged_pending_record_once() {
     });
 }
 
+/// Session `s1` at `version`, its pending plan titled `title` (pinned to that text): records
+/// of one session the same size whatever `title` of one length.
+fn titled(version: u64, title: &str) -> SessionRecord {
+    let mut value = serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
+    value["version"] = json!(version);
+    value["pending"]["suspendPayload"]["title"] = json!(title);
+    value["pending"]["suspendPayload"]["sha256"] =
+        json!(agent_controller::tool::submit_plan::sha256_hex(
+            format!("# {title}\n\n1. step\n").as_bytes()
+        ));
+    serde_json::from_value(value).expect("a record")
+}
+
 /// A file store's listing sees what another process wrote, even when it kept the same size
 /// within the same second: saved again (renamed into place), and rewritten in place with its
 /// modification time put back.
@@ -638,16 +651,6 @@ fn a_file_store_listing_sees_a_same_size_rewrite_by_another_process() {
         let ours = FileStore::open(dir.path()).expect("store");
         let theirs = FileStore::open(dir.path()).expect("another process's store");
         let path = dir.path().join("s1.pending.json");
-        let titled = |version: u64, title: &str| -> SessionRecord {
-            let mut value = serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
-            value["version"] = json!(version);
-            value["pending"]["suspendPayload"]["title"] = json!(title);
-            value["pending"]["suspendPayload"]["sha256"] =
-                json!(agent_controller::tool::submit_plan::sha256_hex(
-                    format!("# {title}\n\n1. step\n").as_bytes()
-                ));
-            serde_json::from_value(value).expect("a record")
-        };
         let listed = |store: &FileStore| {
             let store = store.clone();
             async move {
@@ -765,17 +768,6 @@ fn store_pairs() -> Vec<Paired> {
 fn load_many_sees_what_another_process_saved_on_every_store() {
     runtime().block_on(async {
         for (name, ours, theirs, _keep) in store_pairs() {
-            let titled = |version: u64, title: &str| -> SessionRecord {
-                let mut value =
-                    serde_json::to_value(record("s1", 100, 0, None, false)).expect("json");
-                value["version"] = json!(version);
-                value["pending"]["suspendPayload"]["title"] = json!(title);
-                value["pending"]["suspendPayload"]["sha256"] =
-                    json!(agent_controller::tool::submit_plan::sha256_hex(
-                        format!("# {title}\n\n1. step\n").as_bytes()
-                    ));
-                serde_json::from_value(value).expect("a record")
-            };
             let loaded = |store: Arc<dyn SessionStore>| async move {
                 let loaded = store.load_many(&["s1", "s1"]).await.expect("load");
                 loaded

@@ -1976,10 +1976,44 @@ async fn silent_events_client(served: &Served) -> tokio::net::TcpStream {
 /// it got is every event up to where it ended, and reconnecting with `Last-Event-ID` gives it
 /// the rest, as a client that kept reading got them. Meanwhile the other clients got every
 /// event.
-#[test]
-fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconnecting() {
+/// Starts sessions on `served` until a client that reads every event, as they come, has read
+/// `count` of them; their ids. Each session's message is long, so that what the buffers between
+/// a server and a client that stops reading hold is a few hundred events, not thousands.
+async fn events_read_by_another_client(served: &Served, count: usize) -> Vec<u64> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    let mut reader = served.events("/v1/events", None).await;
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counted = seen.clone();
+    let reading = tokio::spawn(async move {
+        let mut ids = Vec::new();
+        while ids.len() < count {
+            ids.push(reader.next().await.0);
+            counted.store(ids.len(), Ordering::Release);
+        }
+        ids
+    });
+    let mut sessions = 0;
+    while seen.load(Ordering::Acquire) < count {
+        let message = format!("Plan {sessions} {}", "x".repeat(20_000));
+        let body = json!({ "modeId": "plan", "message": message });
+        let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
+        assert_eq!(status, StatusCode::CREATED, "{why}");
+        sessions += 1;
+        assert!(
+            sessions < 1_000,
+            "{} events only",
+            seen.load(Ordering::Acquire)
+        );
+    }
+    tokio::time::timeout(WAIT, reading)
+        .await
+        .expect("the reader got them")
+        .expect("the reader")
+}
+
+#[test]
+fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconnecting() {
     use tokio::io::AsyncReadExt;
     // Enough that it falls 1,024 events behind once the buffers between the two ends are full.
     const EVENTS: usize = 3_000;
@@ -1988,37 +2022,7 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
     runtime().block_on(async {
         // The slow client: a small receive buffer, and it reads nothing until told.
         let mut slow = silent_events_client(&served).await;
-        // A client that reads every event, as they come.
-        let mut reader = served.events("/v1/events", None).await;
-        let seen = Arc::new(AtomicUsize::new(0));
-        let counted = seen.clone();
-        let reading = tokio::spawn(async move {
-            let mut ids = Vec::new();
-            while ids.len() < EVENTS {
-                ids.push(reader.next().await.0);
-                counted.store(ids.len(), Ordering::Release);
-            }
-            ids
-        });
-        let mut sessions = 0;
-        while seen.load(Ordering::Acquire) < EVENTS {
-            // Long, so that what the buffers between the two ends hold is a few hundred
-            // events, not thousands.
-            let message = format!("Plan {sessions} {}", "x".repeat(20_000));
-            let body = json!({ "modeId": "plan", "message": message });
-            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
-            assert_eq!(status, StatusCode::CREATED, "{why}");
-            sessions += 1;
-            assert!(
-                sessions < 1_000,
-                "{} events only",
-                seen.load(Ordering::Acquire)
-            );
-        }
-        let all = tokio::time::timeout(WAIT, reading)
-            .await
-            .expect("the reader got them")
-            .expect("the reader");
+        let all = events_read_by_another_client(&served, EVENTS).await;
 
         // The slow client reads now: its stream ends, after a run of events with no gap.
         let mut raw = Vec::new();
@@ -2073,8 +2077,6 @@ fn a_client_that_stops_reading_gets_the_end_of_its_stream_and_the_rest_on_reconn
 /// not a stream that goes on.
 #[test]
 fn a_client_that_stops_reading_for_good_is_cut_off() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::io::AsyncReadExt;
     const EVENTS: usize = 1_500;
     let ws = Workspace::new();
@@ -2082,28 +2084,7 @@ fn a_client_that_stops_reading_for_good_is_cut_off() {
     runtime().block_on(async {
         let mut stuck = silent_events_client(&served).await;
         // More events than the buffers between the two ends hold (as in the test above).
-        let mut reader = served.events("/v1/events", None).await;
-        let seen = Arc::new(AtomicUsize::new(0));
-        let counted = seen.clone();
-        let reading = tokio::spawn(async move {
-            for n in 1..=EVENTS {
-                reader.next().await;
-                counted.store(n, Ordering::Release);
-            }
-        });
-        let mut sessions = 0;
-        while seen.load(Ordering::Acquire) < EVENTS {
-            let message = format!("Plan {sessions} {}", "x".repeat(20_000));
-            let body = json!({ "modeId": "plan", "message": message });
-            let (status, why) = served.post("/v1/sessions", &body.to_string()).await;
-            assert_eq!(status, StatusCode::CREATED, "{why}");
-            sessions += 1;
-            assert!(sessions < 1_000, "{} events only", seen.load(Ordering::Acquire));
-        }
-        tokio::time::timeout(WAIT, reading)
-            .await
-            .expect("the reader got them")
-            .expect("the reader");
+        events_read_by_another_client(&served, EVENTS).await;
         // Past the bound, with a margin.
         tokio::time::sleep(Duration::from_secs(40)).await;
         let mut raw = Vec::new();

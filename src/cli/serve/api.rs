@@ -576,6 +576,17 @@ mod tests {
         called: tokio::sync::Notify,
     }
 
+    impl Gated {
+        /// The scripted model, not armed yet.
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                inner: ScriptedModel::new(),
+                armed: AtomicBool::new(false),
+                called: tokio::sync::Notify::new(),
+            })
+        }
+    }
+
     #[agent_controller::async_trait]
     impl LanguageModel for Gated {
         async fn generate(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
@@ -627,11 +638,7 @@ mod tests {
     #[tokio::test]
     async fn the_handles_kept_stay_few_however_many_sessions_are_touched() {
         let dir = tempfile::tempdir().expect("a workspace");
-        let model = Arc::new(Gated {
-            inner: ScriptedModel::new(),
-            armed: AtomicBool::new(false),
-            called: tokio::sync::Notify::new(),
-        });
+        let model = Gated::new();
         let (server, _store) = server(dir.path(), model);
         let mut ids = Vec::new();
         for n in 0..40 {
@@ -663,11 +670,7 @@ mod tests {
     #[tokio::test]
     async fn a_run_whose_client_hung_up_after_the_save_is_stopped_on_shutdown() {
         let dir = tempfile::tempdir().expect("a workspace");
-        let model = Arc::new(Gated {
-            inner: ScriptedModel::new(),
-            armed: AtomicBool::new(false),
-            called: tokio::sync::Notify::new(),
-        });
+        let model = Gated::new();
         let (server, store) = server(dir.path(), model.clone());
         let body = json!({ "modeId": "plan", "message": "Add dark mode" }).to_string();
         let started = start_session(State(server.clone()), Bytes::from(body)).await;
